@@ -1,0 +1,16 @@
+"""App configuration."""
+
+from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+
+class HelixConfig(AppConfig):
+    """helix_django's AppConfig: registers system checks and signals; runs no queries."""
+
+    name = "helix_django"
+    label = "helix_django"
+    verbose_name = _("Helix chat generations")
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from helix_django import checks, signals  # noqa: F401

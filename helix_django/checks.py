@@ -1,0 +1,87 @@
+"""System checks (``helix_django.E001``...; listed in docs/checks.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.checks import Error, Warning, register
+from django.utils.module_loading import import_string
+
+from helix_django.conf import DEFAULTS
+
+
+@register()
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """Validate ``settings.HELIX``: known keys, loadable backends, channel layer, SQLite WAL."""
+    messages: list[Any] = []
+    user = getattr(settings, "HELIX", None) or {}
+    if not isinstance(user, dict):
+        return [Error("HELIX must be a dict.", hint="Set HELIX = {...} in settings.", id="helix_django.E001")]
+    for key in sorted(set(user) - set(DEFAULTS)):
+        messages.append(
+            Warning(
+                f"Unknown HELIX setting {key!r}.",
+                hint="Remove it or check its spelling; see the configuration reference in README.md.",
+                id="helix_django.W001",
+            )
+        )
+    from helix_django.conf import helix_settings
+
+    uses_database = False
+    for alias, entry in (helix_settings.STREAM_MANAGERS or {}).items():
+        path = entry.get("BACKEND", "") if isinstance(entry, dict) else ""
+        try:
+            import_string(path)
+        except ImportError:
+            messages.append(
+                Error(
+                    f"Stream manager {alias!r}: cannot import {path!r}.",
+                    hint="HELIX['STREAM_MANAGERS'][alias]['BACKEND'] must be a dotted path to a BaseStreamManager.",
+                    id="helix_django.E002",
+                )
+            )
+            continue
+        uses_database = uses_database or path.endswith("DatabaseStreamManager")
+    for name, agent in (helix_settings.AGENTS or {}).items():
+        path = (agent.get("PROVIDER") or {}).get("BACKEND", "") if isinstance(agent, dict) else ""
+        try:
+            import_string(path)
+        except ImportError:
+            messages.append(
+                Error(
+                    f"Agent {name!r}: cannot import provider {path!r}.",
+                    hint="HELIX['AGENTS'][name]['PROVIDER']['BACKEND'] must be a dotted path to a provider class.",
+                    id="helix_django.E003",
+                )
+            )
+    try:
+        import_string(helix_settings.EXECUTOR)
+    except ImportError:
+        messages.append(
+            Error(
+                f"Cannot import executor {helix_settings.EXECUTOR!r}.",
+                hint="HELIX['EXECUTOR'] must be a dotted path to an executor class.",
+                id="helix_django.E004",
+            )
+        )
+    if not getattr(settings, "CHANNEL_LAYERS", None):
+        messages.append(
+            Warning(
+                "No channel layer is configured.",
+                hint="Set CHANNEL_LAYERS; the in-memory layer suits one process, channels_redis several.",
+                id="helix_django.W002",
+            )
+        )
+    db = settings.DATABASES.get("default", {})
+    if uses_database and db.get("ENGINE", "").endswith("sqlite3"):
+        init = (db.get("OPTIONS") or {}).get("init_command", "")
+        if "journal_mode=wal" not in init.replace(" ", "").lower():
+            messages.append(
+                Warning(
+                    "SQLite is used with the database stream manager but WAL is not enabled.",
+                    hint="Add OPTIONS={'init_command': 'PRAGMA journal_mode=WAL;', 'transaction_mode': 'IMMEDIATE'}.",
+                    id="helix_django.W003",
+                )
+            )
+    return messages

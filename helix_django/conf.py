@@ -1,0 +1,110 @@
+"""Settings for helix_django: one ``HELIX`` dict in Django settings, read lazily.
+
+Usage::
+
+    from helix_django.conf import helix_settings
+    helix_settings.HEARTBEAT_SECONDS
+
+A user value wins over the default. Values are cached per attribute and the cache is
+cleared on Django's ``setting_changed`` signal, so ``override_settings(HELIX=...)`` works.
+Never copy a setting into a module constant or class attribute at import time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # Stream managers by alias: {"BACKEND": dotted path, "OPTIONS": {...}}.
+    "STREAM_MANAGERS": {
+        "default": {
+            "BACKEND": "helix_django.streams.database.DatabaseStreamManager",
+            "OPTIONS": {},
+        },
+    },
+    # Seconds a stream is kept after its last write (Redis TTL; database pruning).
+    "STREAM_TTL_SECONDS": 86_400,
+    # Seconds of idle time before an SSE comment heartbeat is written.
+    "HEARTBEAT_SECONDS": 15,
+    # Fail-safe bound on a resume waiting in the run-start window (002, "The run-start window").
+    "LIVE_WAIT_TIMEOUT_MS": 30_000,
+    # Bound on one fenced snapshot read (002, "Consistent reads").
+    "SNAPSHOT_READ_DEADLINE_MS": 10_000,
+    # Largest accepted chat request body (002, "HandleChatStreamDeps": maxRequestBytes).
+    "MAX_REQUEST_BYTES": 10 * 1024 * 1024,
+    # Agents by name: {"PROVIDER": {"BACKEND": ..., "OPTIONS": {...}}, "MODEL": ..., ...}.
+    "AGENTS": {
+        "default": {
+            "PROVIDER": {"BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider", "OPTIONS": {}},
+            "MODEL": "scripted-1",
+            "SYSTEM_PROMPT": "You are a helpful assistant.",
+            "TOOLS": [],
+            "MAX_STEPS": 8,
+        },
+    },
+    "DEFAULT_AGENT": "default",
+    # The executor that runs runs: in-process asyncio tasks (embedded default) or Django Tasks.
+    "EXECUTOR": "helix_django.runtime.executor.LocalExecutor",
+    # Lease held by the process executing a run; renewed every LEASE_RENEW_SECONDS.
+    "LEASE_SECONDS": 30,
+    "LEASE_RENEW_SECONDS": 10,
+    # A live run with no event for this long is listed as stuck in the admin.
+    "STUCK_AFTER_SECONDS": 300,
+    # Stream writer coalescing: flush after this many ms or this many chunks.
+    "FLUSH_INTERVAL_MS": 15,
+    "FLUSH_MAX_CHUNKS": 64,
+    # Whether anonymous visitors may chat (their sessions belong to their Django session).
+    "ALLOW_ANONYMOUS": False,
+    # Channel layer alias used for cross-process stream wake-ups.
+    "CHANNEL_LAYER": "default",
+}
+
+#: Settings whose value is an import string (or a dict holding "BACKEND" import strings).
+IMPORT_STRINGS = ("EXECUTOR",)
+
+
+class HelixSettings:
+    """Lazy, cached view of ``settings.HELIX`` over :data:`DEFAULTS`.
+
+    Raises AttributeError for a name that is not a known setting.
+    """
+
+    def __init__(self, defaults: dict[str, Any] | None = None) -> None:
+        self.defaults = defaults or DEFAULTS
+        self._cached: set[str] = set()
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        """Return the project's ``HELIX`` dict (empty when unset)."""
+        return getattr(settings, "HELIX", None) or {}
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr not in self.defaults:
+            raise AttributeError(f"Invalid helix_django setting: {attr!r}")
+        value = self.user_settings.get(attr, self.defaults[attr])
+        self._cached.add(attr)
+        setattr(self, attr, value)
+        return value
+
+    def reload(self) -> None:
+        """Forget cached values so the next read sees current Django settings."""
+        for attr in self._cached:
+            delattr(self, attr)
+        self._cached.clear()
+
+
+helix_settings = HelixSettings(DEFAULTS)
+
+
+def _reload_settings(*, setting: str, **kwargs: Any) -> None:
+    if setting == "HELIX":
+        helix_settings.reload()
+        from helix_django.streams import reset_stream_managers
+
+        reset_stream_managers()
+
+
+setting_changed.connect(_reload_settings)

@@ -1,0 +1,318 @@
+"""The HelixError tree: every refusal helix_django makes, as a typed error.
+
+Each subclass sets class attributes only (``code``, ``http_status``, ``retryable``,
+``category``, ``default_message``). All transports render one flat body, the reference's
+(002, "Wire errors")::
+
+    {"error": "<message>", "code": "<code>", "retryable": bool, "cause": "<reason>"?, ...extra}
+
+``extra`` holds the additional fields a row of the wire-error table names (``runId``,
+``limitBytes``, ``sizeBytes``, ...). The message is fixed per class or given by our own
+code; it never echoes free text from a cause (an exception's text, a prompt, a tool
+argument). Released ``code`` strings never change.
+
+This module imports nothing from DRF or Channels.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class HelixError(Exception):
+    """Base of every typed helix_django error.
+
+    ``cause`` is a short machine-readable reason (``snapshot_unstable``), never free text.
+    ``extra`` fields are merged into the wire body.
+    """
+
+    code: ClassVar[str] = "helix_error"
+    http_status: ClassVar[int] = 500
+    retryable: ClassVar[bool] = False
+    category: ClassVar[str] = "internal"
+    default_message: ClassVar[str] = "Internal error"
+
+    def __init__(self, message: str | None = None, *, cause: str | None = None, **extra: Any) -> None:
+        self.message = message or self.default_message
+        self.cause = cause
+        self.extra = extra
+        super().__init__(self.message)
+
+    @property
+    def is_retryable(self) -> bool:
+        """Whether a client may retry the same request (class default unless overridden)."""
+        return self.retryable
+
+    @property
+    def status(self) -> int:
+        """HTTP status of this error (002, ``httpStatusForHelixError``)."""
+        return self.http_status
+
+    def to_body(self) -> dict[str, Any]:
+        """Return the flat wire body ``{error, code, retryable, cause?, **extra}``."""
+        body: dict[str, Any] = {"error": self.message, "code": self.code, "retryable": self.is_retryable}
+        if self.cause:
+            body["cause"] = self.cause
+        body.update(self.extra)
+        return body
+
+    def to_detail(self) -> dict[str, Any]:
+        """Return the scrubbed ``errorDetail`` kept on a failed run: code, category, retryable."""
+        return {"code": self.code, "category": self.category, "retryable": self.is_retryable, "message": self.message}
+
+
+# --- state -----------------------------------------------------------------------------
+
+
+class StateError(HelixError):
+    """A request conflicts with the session's state (409 unless retryable)."""
+
+    code = "state_error"
+    http_status = 409
+    category = "state"
+
+
+class SessionNotFoundError(StateError):
+    """The session does not exist or belongs to another owner (002: 404)."""
+
+    code = "state_session_not_found"
+    http_status = 404
+    default_message = "Session not found"
+
+
+class HistoryIncompleteError(StateError):
+    """A snapshot or history read could not return a consistent view (002, "Consistent reads").
+
+    Causes: ``snapshot_unstable``, ``store_error``, ``short_read`` (retryable, 503) and
+    ``corrupt_row`` (not retryable, 409).
+    """
+
+    code = "state_history_incomplete"
+    http_status = 503
+    retryable = True
+    default_message = "Conversation history is temporarily unavailable"
+
+    @property
+    def is_retryable(self) -> bool:
+        return self.cause != "corrupt_row"
+
+    @property
+    def status(self) -> int:
+        return 503 if self.is_retryable else 409
+
+
+class AlreadyRunningError(StateError):
+    """A send arrived while a run of the session is live (002, "Sends and conflicts")."""
+
+    code = "state_already_running"
+    retryable = True
+    default_message = "A run is already active on this session"
+
+
+class RunStartConflictError(StateError):
+    """The run-start compare-and-set was rejected (002: ``state_run_start_conflict``)."""
+
+    code = "state_run_start_conflict"
+    default_message = "The run could not be started"
+
+
+class RequestKeyConflictError(StateError):
+    """A request key was reused for other input (002, "Retried sends and request keys")."""
+
+    code = "state_request_key_conflict"
+    default_message = "This request key was used for a different request"
+
+
+class RequestAlreadyCompletedError(StateError):
+    """A keyed send's run finished and a later run exists (002: re-anchor on the snapshot)."""
+
+    code = "state_request_already_completed"
+    default_message = "This request already completed; reload the conversation"
+
+
+class NotResumableError(StateError):
+    """The requested resume cannot be served (002: e.g. cause ``resume_message_unknown``)."""
+
+    code = "state_not_resumable"
+    retryable = True
+    default_message = "The stream cannot be resumed from here; reload the conversation"
+
+
+class RunSupersededError(StateError):
+    """A write or submit by a run that a newer run superseded (002, "Superseded runs")."""
+
+    code = "state_run_superseded"
+    default_message = "This run was superseded by a newer run"
+
+
+class RunNotFoundError(StateError):
+    """The run does not exist in this session."""
+
+    code = "state_run_not_found"
+    http_status = 404
+    default_message = "Run not found"
+
+
+class RunNotActionableError(StateError):
+    """A recovery or control action does not apply to the run in its current state."""
+
+    code = "state_run_not_actionable"
+    default_message = "This action does not apply to the run in its current state"
+
+
+# --- transport -------------------------------------------------------------------------
+
+
+class TransportError(HelixError):
+    """A transport-level failure; retryable (503)."""
+
+    code = "transport_error"
+    http_status = 503
+    retryable = True
+    category = "transport"
+    default_message = "Transport error"
+
+
+class StreamDropError(TransportError):
+    """The stream ended without a terminal, or a resumed run never went live (002)."""
+
+    code = "transport_stream_drop"
+    default_message = "The stream was interrupted; resume from your cursor"
+
+
+class StreamConnectionError(TransportError):
+    """A stream manager's backend could not be reached; never read as "absent" (002, CP-28)."""
+
+    code = "transport_stream_connection"
+    default_message = "The stream backend is unavailable"
+
+
+class StreamFailedError(StateError):
+    """A resume found the stream failed (002: 409 ``stream_failed``).
+
+    The wire body keeps the run's classified failure as ``code``/``retryable`` when given.
+    """
+
+    code = "stream_failed"
+    default_message = "stream_failed"
+
+
+class StreamNotFoundError(HelixError):
+    """The raw stream route was asked for a stream that does not exist (002: 404)."""
+
+    code = "stream_not_found"
+    http_status = 404
+    category = "transport"
+    default_message = "Stream not found"
+
+
+class StreamFenceError(RunSupersededError):
+    """A stream write by a run that no longer holds the stream's claim."""
+
+
+# --- validation ------------------------------------------------------------------------
+
+
+class ValidationError(HelixError):
+    """The request is malformed: body, header, cursor or id (400)."""
+
+    code = "validation_error"
+    http_status = 400
+    category = "validation"
+    default_message = "Invalid request"
+
+
+class PayloadTooLargeError(ValidationError):
+    """The request body exceeds ``MAX_REQUEST_BYTES`` (002: 413, ``cause: request_body``)."""
+
+    code = "validation_payload_too_large"
+    http_status = 413
+    default_message = "Request body too large"
+
+
+# --- runtime ---------------------------------------------------------------------------
+
+
+class ProviderError(HelixError):
+    """The model provider failed. ``retryable`` follows the provider's own classification."""
+
+    code = "provider_error"
+    http_status = 502
+    category = "provider"
+    default_message = "The model provider failed"
+
+    def __init__(self, message: str | None = None, *, retryable: bool = False, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self._retryable = retryable
+
+    @property
+    def is_retryable(self) -> bool:
+        return self._retryable
+
+
+class RunInterruptedError(HelixError):
+    """The run stopped without finishing (process died, lease expired); partial output kept."""
+
+    code = "run_interrupted"
+    http_status = 503
+    retryable = True
+    category = "interrupted"
+    default_message = "The generation was interrupted"
+
+
+class RunCancelledError(HelixError):
+    """The run was cancelled by a person; never resumed on its own (000, "Cancellation")."""
+
+    code = "run_cancelled"
+    http_status = 409
+    category = "cancelled"
+    default_message = "The generation was cancelled"
+
+
+class ToolError(HelixError):
+    """A server tool failed or its call was invalid."""
+
+    code = "tool_error"
+    http_status = 400
+    category = "tool"
+    default_message = "The tool failed"
+
+
+class InvalidToolResultError(ValidationError):
+    """A submitted client-tool result or approval is invalid (002: 400 ``INVALID_RESULT``)."""
+
+    default_message = "Invalid tool result"
+
+    def __init__(self, message: str | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("cause", "invalid_result")
+        super().__init__(message, **kwargs)
+
+
+class FrameworkInternalError(HelixError):
+    """An unclassified failure, rendered typed and without its text (002)."""
+
+    code = "framework_internal_error"
+    http_status = 500
+    default_message = "Internal error"
+
+
+class RateLimitedError(HelixError):
+    """Too many requests (DRF throttling)."""
+
+    code = "rate_limited"
+    http_status = 429
+    retryable = True
+    category = "transport"
+    default_message = "Too many requests"
+
+
+def as_helix_error(exc: BaseException) -> HelixError:
+    """Return ``exc`` if it is a HelixError, else a FrameworkInternalError without its text."""
+    if isinstance(exc, HelixError):
+        return exc
+    return FrameworkInternalError()
+
+
+def http_status_for(exc: BaseException) -> int:
+    """Return the HTTP status for any error (002, ``httpStatusForHelixError``)."""
+    return as_helix_error(exc).status

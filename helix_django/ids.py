@@ -1,0 +1,62 @@
+"""Identifiers: minting and validating session, run, message and request-key ids."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from helix_django.errors import ValidationError
+
+_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_REQUEST_KEY_RE = re.compile(r"^[A-Za-z0-9_.:-]{8,128}$")
+
+
+def new_id(prefix: str) -> str:
+    """Return a fresh random id ``<prefix>_<32 hex>``."""
+    return f"{prefix}_{uuid.uuid4().hex}"
+
+
+def validate_session_id(value: object) -> str:
+    """Return ``value`` if it is a valid public session id (1-128 of ``[A-Za-z0-9_-]``).
+
+    Raises ValidationError (``cause: session_id``); the value is never echoed.
+    """
+    if not isinstance(value, str) or not _ID_RE.match(value):
+        raise ValidationError("Invalid session id", cause="session_id")
+    return value
+
+
+def validate_message_id(value: object) -> str:
+    """Return ``value`` if it is a valid UI message id. Raises ValidationError (``cause: message_id``)."""
+    if not isinstance(value, str) or not 1 <= len(value) <= 128 or not value.isprintable():
+        raise ValidationError("Invalid message id", cause="message_id")
+    return value
+
+
+def validate_request_key(value: object) -> str:
+    """Return ``value`` if it is a valid request key (8-128 of ``[A-Za-z0-9_.:-]``).
+
+    Raises ValidationError (``cause: request_key``); the key is never echoed (002, "Wire errors").
+    """
+    if not isinstance(value, str) or not _REQUEST_KEY_RE.match(value):
+        raise ValidationError("Invalid X-Helix-Request-Key header", cause="request_key")
+    return value
+
+
+def parse_cursor(value: object) -> int | None:
+    """Parse a resume cursor (a non-negative integer sequence) from a header or query value.
+
+    The one place a cursor is parsed (STYLE, "cursor"). None or '' -> None.
+    Raises ValidationError (``cause: cursor``) for anything else.
+    """
+    if value is None or value == "":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 18:
+        number = int(value.strip())
+    else:
+        raise ValidationError("Invalid resume cursor", cause="cursor")
+    if number < 0:
+        raise ValidationError("Invalid resume cursor", cause="cursor")
+    return number

@@ -1,0 +1,25 @@
+"""helix_django models: sessions, messages, runs, checkpoints, tool executions, stream chunks."""
+
+from helix_django.models.checkpoint import Checkpoint, CheckpointKind
+from helix_django.models.chunk import Stream, StreamChunk, StreamStatus
+from helix_django.models.message import Message
+from helix_django.models.run import LIVE_STATUSES, TERMINAL_STATUSES, Run, RunStatus
+from helix_django.models.session import ChatSession
+from helix_django.models.tool_execution import ToolEffect, ToolExecution, ToolExecutionStatus
+
+__all__ = [
+    "LIVE_STATUSES",
+    "TERMINAL_STATUSES",
+    "ChatSession",
+    "Checkpoint",
+    "CheckpointKind",
+    "Message",
+    "Run",
+    "RunStatus",
+    "Stream",
+    "StreamChunk",
+    "StreamStatus",
+    "ToolEffect",
+    "ToolExecution",
+    "ToolExecutionStatus",
+]

@@ -1,0 +1,2 @@
+class ScriptedProvider:  # pragma: no cover
+    pass

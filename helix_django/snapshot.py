@@ -1,0 +1,196 @@
+"""Consistent, checkpoint-anchored snapshots (002, "Snapshots", "Snapshot status", "Consistent reads").
+
+``abuild_snapshot(session_id)`` returns the FrontendSnapshot dict::
+
+    {"sessionId", "messages": [UIMessage], "streamSequence": int, "state": {...},
+     "status": "active"|"paused"|"ended"|"failed", "resumeMessageId"?: str,
+     "latestTruncateCheckpointId": int|None, "errorDetail"?: {...},
+     "checkpointId": int|None, "stepCount": int,
+     "runId": str|None, "runStatus": str|None}        # helix extras
+
+or None when the session does not exist. ``runId``/``runStatus`` are extra fields so a
+client can tell a cancelled or interrupted turn from a completed one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import math
+from typing import Any
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.db import DatabaseError
+
+from helix_django.conf import helix_settings
+from helix_django.errors import HistoryIncompleteError, ValidationError
+from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Message, Run, RunStatus
+from helix_django.streams import get_stream_manager
+from helix_django.streams.base import FAILED, PAUSED, StreamInfo
+
+PASS_DELAYS_SECONDS = (0.025, 0.05)
+MAX_DEADLINE_MS = 2_147_483_647
+
+
+@dataclasses.dataclass(frozen=True)
+class SnapshotOptions:
+    """Conversion options; the chat route's replay prefix must use the same ones (002, C-1)."""
+
+    include_reasoning: bool = True
+    """Keep ``reasoning`` parts in messages."""
+
+
+def derive_status(run: Run | None, stream: StreamInfo | None) -> str:
+    """Return the snapshot status: the run decides, never the stream alone (002, "Snapshot status").
+
+    A live run is ``paused`` when suspended or its stream is paused, else ``active``;
+    otherwise ``failed`` if the run or the stream failed (an interrupted run counts as
+    failed); otherwise ``ended`` (completed, cancelled, superseded, or no run).
+    """
+    if run is not None and run.is_live:
+        if run.status == RunStatus.SUSPENDED_CLIENT_TOOL or (stream is not None and stream.status == PAUSED):
+            return "paused"
+        return "active"
+    if run is not None and run.status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
+        return "failed"
+    if run is None and stream is not None and stream.status == FAILED:
+        return "failed"
+    return "ended"
+
+
+def _convert(message: Message, options: SnapshotOptions) -> dict[str, Any]:
+    ui = message.to_ui_message()
+    if not options.include_reasoning:
+        ui["parts"] = [p for p in ui["parts"] if p.get("type") != "reasoning"]
+    return ui
+
+
+class _Deadline:
+    def __init__(self, deadline_ms: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.at = math.inf if math.isinf(deadline_ms) else loop.time() + deadline_ms / 1000
+
+    def check(self, stage: str) -> None:
+        if asyncio.get_running_loop().time() > self.at:
+            raise HistoryIncompleteError(f"Snapshot read timed out (deadline@{stage})", cause="snapshot_unstable")
+
+
+def _validate_deadline(deadline_ms: float) -> float:
+    if math.isinf(deadline_ms) and deadline_ms > 0:
+        return deadline_ms
+    if not (0 < deadline_ms <= MAX_DEADLINE_MS):
+        raise ValidationError("Invalid snapshot read deadline", cause="snapshot_read_deadline")
+    return deadline_ms
+
+
+def _read_head(session_id: str) -> tuple[ChatSession | None, Run | None, int | None]:
+    session = ChatSession.objects.filter(pk=session_id).first()
+    if session is None:
+        return None, None, None
+    run = Run.objects.filter(pk=session.current_run_id).first() if session.current_run_id else None
+    truncate_id = (
+        Checkpoint.objects.filter(session_id=session_id, kind=CheckpointKind.TRUNCATE)
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    return session, run, truncate_id
+
+
+def _read_body(session_id: str) -> tuple[Checkpoint | None, list[Message]]:
+    checkpoint = Checkpoint.objects.filter(session_id=session_id).order_by("-id").first()
+    rows = Message.objects.filter(session_id=session_id, position__isnull=False)
+    if checkpoint is not None:
+        rows = rows.filter(position__lt=checkpoint.message_count)
+    return checkpoint, list(rows.order_by("position"))
+
+
+async def abuild_snapshot(
+    session_id: str, *, options: SnapshotOptions | None = None, deadline_ms: float | None = None
+) -> dict[str, Any] | None:
+    """Read the session's snapshot from its latest checkpoint; None if the session does not exist.
+
+    Up to 3 fenced passes (25 and 50 ms apart); a pass counts when (derived status,
+    current run id, latest truncate checkpoint id) held across it and no row it read is
+    newer than its checkpoint. One deadline bounds the read (``SNAPSHOT_READ_DEADLINE_MS``).
+    Raises HistoryIncompleteError: ``snapshot_unstable`` (retryable; also at the
+    deadline, naming the read it waited on), ``store_error``, ``short_read`` (retryable)
+    or ``corrupt_row`` (409). Raises ValidationError for a deadline outside (0, 2**31-1] ms.
+    """
+    options = options or SnapshotOptions()
+    deadline = _Deadline(_validate_deadline(deadline_ms or helix_settings.SNAPSHOT_READ_DEADLINE_MS))
+    manager = get_stream_manager()
+    read_head = sync_to_async(_read_head)
+    read_body = sync_to_async(_read_body)
+    for attempt in range(3):
+        if attempt:
+            await asyncio.sleep(PASS_DELAYS_SECONDS[attempt - 1])
+        try:
+            deadline.check("getSession")
+            session, run, truncate_id = await read_head(session_id)
+            if session is None:
+                return None
+            deadline.check("getStreamInfo")
+            stream = await manager.get_info(session.stream_id)
+            status = derive_status(run, stream)
+            deadline.check("getCheckpoint")
+            checkpoint, rows = await read_body(session_id)
+            deadline.check("getCurrentRun")
+            session2, run2, truncate_id2 = await read_head(session_id)
+            stream2 = await manager.get_info(session.stream_id)
+        except HistoryIncompleteError:
+            raise
+        except DatabaseError as exc:
+            raise HistoryIncompleteError(cause="store_error") from exc
+        if session2 is None:
+            return None
+        before = (status, session.current_run_id, truncate_id)
+        after = (derive_status(run2, stream2), session2.current_run_id, truncate_id2)
+        if before != after:
+            continue
+        if checkpoint is not None and any(row.checkpoint_id > checkpoint.id for row in rows):
+            continue
+        expected = checkpoint.message_count if checkpoint else len(rows)
+        if len(rows) != expected:
+            raise HistoryIncompleteError(cause="short_read")
+        if any(row.position != index for index, row in enumerate(rows)):
+            raise HistoryIncompleteError(cause="corrupt_row")
+        return _assemble(session, run, stream, checkpoint, rows, status, truncate_id, options)
+    raise HistoryIncompleteError(cause="snapshot_unstable")
+
+
+def _assemble(
+    session: ChatSession,
+    run: Run | None,
+    stream: StreamInfo | None,
+    checkpoint: Checkpoint | None,
+    rows: list[Message],
+    status: str,
+    truncate_id: int | None,
+    options: SnapshotOptions,
+) -> dict[str, Any]:
+    legacy = checkpoint is None
+    snapshot: dict[str, Any] = {
+        "sessionId": session.id,
+        "messages": [_convert(row, options) for row in rows],
+        "streamSequence": (stream.head_sequence if stream else 0) if legacy else checkpoint.stream_sequence,
+        "state": session.state if legacy else checkpoint.state,
+        "status": status,
+        "latestTruncateCheckpointId": truncate_id,
+        "checkpointId": None if legacy else checkpoint.id,
+        "stepCount": 0 if legacy else checkpoint.step_count,
+        "runId": run.id if run else None,
+        "runStatus": run.status if run else None,
+    }
+    if status in ("active", "paused") and run is not None:
+        snapshot["resumeMessageId"] = run.response_message_id
+    if status == "failed":
+        detail = run.error_detail() if run else None
+        if detail is None and stream is not None and stream.error:
+            detail = {k: stream.error.get(k) for k in ("code", "retryable") if k in stream.error}
+        if detail is not None:
+            snapshot["errorDetail"] = detail
+    return snapshot
+
+
+build_snapshot = async_to_sync(abuild_snapshot)

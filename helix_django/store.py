@@ -1,0 +1,368 @@
+"""The state store: the only code that writes sessions, runs, messages and checkpoints.
+
+Every commit writes its message rows and its checkpoint in one transaction, so they
+always agree (002, "Snapshots"). Every write of a run is fenced on its run id: once a
+newer run superseded it (or it ended), its writes raise RunSupersededError and change
+nothing (002, "Superseded runs"). Functions are synchronous; the ``a``-prefixed twins
+run them in the ORM's thread for async callers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from helix_django.errors import (
+    AlreadyRunningError,
+    HelixError,
+    RunNotFoundError,
+    RunStartConflictError,
+    RunSupersededError,
+    SessionNotFoundError,
+)
+from helix_django.ids import new_id
+from helix_django.models import (
+    LIVE_STATUSES,
+    ChatSession,
+    Checkpoint,
+    CheckpointKind,
+    Message,
+    Run,
+    RunStatus,
+)
+
+#: Statuses a terminal commit may write.
+TERMINAL_COMMIT_STATUSES = frozenset(
+    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
+)
+_UNSET: Any = object()
+
+
+@dataclasses.dataclass
+class RunStartRequest:
+    """Everything the run-start commit writes (000, "Persist the turn before starting inference").
+
+    ``input_messages`` are UIMessages appended after the committed rows (for a
+    ``continue``/``tool_result`` whose last input is the assistant message being
+    continued, that message replaces its row). ``truncate_to`` rewinds the conversation to
+    that many rows first (a ``truncate`` checkpoint). ``expected_current_run_id`` is the
+    compare-and-set on the session's current run (``_UNSET`` skips it).
+    """
+
+    session_id: str
+    kind: str = "send"
+    input_messages: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    stream_sequence: int = 0
+    agent: str = "default"
+    provider: str = ""
+    model: str = ""
+    request_key: str | None = None
+    input_hash: str = ""
+    turn_message_id: str = ""
+    attempt: int = 1
+    truncate_to: int | None = None
+    response_message_id: str | None = None
+    expected_current_run_id: Any = _UNSET
+    supersede_live: bool = False
+    lease_owner: str = ""
+    lease_seconds: int = 30
+    continuation: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStartResult:
+    """The run created by a run-start commit, its checkpoint, and the runs it superseded."""
+
+    run: Run
+    checkpoint: Checkpoint
+    truncate_checkpoint: Checkpoint | None
+    superseded_run_ids: list[str]
+
+
+def _lock_session(session_id: str) -> ChatSession:
+    session = ChatSession.objects.select_for_update().filter(pk=session_id).first()
+    if session is None:
+        raise SessionNotFoundError()
+    return session
+
+
+def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
+    """Lock the run's session and return (session, run) if the run may still write."""
+    run = Run.objects.filter(pk=run_id).only("session_id").first()
+    if run is None:
+        raise RunNotFoundError()
+    session = _lock_session(run.session_id)
+    run = Run.objects.get(pk=run_id)
+    if session.current_run_id != run_id or run.status not in LIVE_STATUSES:
+        raise RunSupersededError()
+    return session, run
+
+
+def _write_message(
+    session: ChatSession, position: int, ui_message: dict[str, Any], *, run: Run | None, checkpoint_id: int
+) -> Message:
+    """Insert or replace the active row at ``position``."""
+    fields = {
+        "ui_id": ui_message["id"],
+        "role": ui_message["role"],
+        "parts": ui_message.get("parts", []),
+        "metadata": ui_message.get("metadata") or {},
+        "run": run,
+        "checkpoint_id": checkpoint_id,
+    }
+    updated = Message.objects.filter(session=session, position=position).update(**fields)
+    if updated:
+        return Message(session=session, position=position, **fields)
+    return Message.objects.create(session=session, position=position, **fields)
+
+
+def _checkpoint(session: ChatSession, run: Run | None, kind: str, message_count: int, sequence: int, step_count: int):
+    return Checkpoint.objects.create(
+        session=session,
+        run=run,
+        kind=kind,
+        message_count=message_count,
+        stream_sequence=sequence,
+        step_count=step_count,
+        state=session.state,
+    )
+
+
+def get_or_create_session(
+    session_id: str, *, owner_id: int | None = None, anonymous_key: str = "", agent: str = "default"
+) -> tuple[ChatSession, bool]:
+    """Return ``(session, created)``; a new session belongs to ``owner_id`` or ``anonymous_key``.
+
+    Ownership is checked by callers (another owner's session is "not found" to them).
+    """
+    try:
+        with transaction.atomic():
+            return ChatSession.objects.get_or_create(
+                pk=session_id, defaults={"owner_id": owner_id, "anonymous_key": anonymous_key, "agent": agent}
+            )
+    except IntegrityError:
+        return ChatSession.objects.get(pk=session_id), False
+
+
+def start_run(request: RunStartRequest) -> RunStartResult:
+    """Do the run-start commit: input rows, the Run and a ``run_start`` checkpoint, atomically.
+
+    A compare-and-set on the session's current run. Raises SessionNotFoundError,
+    RunStartConflictError (``cause: expected_mismatch``) when the current run moved,
+    AlreadyRunningError when a run is live and ``supersede_live`` is false. Every other
+    live run of the session is superseded. The run id doubles as the stream claim's owner;
+    the run-start checkpoint's id is its claim epoch.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        session = _lock_session(request.session_id)
+        if request.expected_current_run_id is not _UNSET and session.current_run_id != request.expected_current_run_id:
+            raise RunStartConflictError(cause="expected_mismatch")
+        live = list(Run.objects.filter(session=session, status__in=LIVE_STATUSES).values_list("id", flat=True))
+        if live and not request.supersede_live:
+            raise AlreadyRunningError()
+        if live:
+            Run.objects.filter(pk__in=live).update(status=RunStatus.SUPERSEDED, finished_at=now)
+        count = session.message_count
+        truncate_cp = None
+        if request.truncate_to is not None and request.truncate_to < count:
+            Message.objects.filter(session=session, position__gte=request.truncate_to).update(
+                position=None, archived_at=now
+            )
+            count = request.truncate_to
+            session.message_count = count
+            truncate_cp = _checkpoint(session, None, CheckpointKind.TRUNCATE, count, request.stream_sequence, 0)
+        inputs = list(request.input_messages)
+        response_position = count + len(inputs)
+        response_id = request.response_message_id or new_id("msg")
+        if inputs and inputs[-1].get("role") == "assistant":
+            response_position -= 1
+            response_id = inputs[-1]["id"]
+        run = Run.objects.create(
+            id=new_id("run"),
+            session=session,
+            status=RunStatus.STARTING,
+            kind=request.kind,
+            turn_message_id=request.turn_message_id,
+            attempt=request.attempt,
+            agent=request.agent,
+            provider=request.provider,
+            model=request.model,
+            request_key=request.request_key,
+            input_hash=request.input_hash,
+            start_message_count=response_position,
+            start_sequence=request.stream_sequence,
+            response_message_id=response_id,
+            lease_owner=request.lease_owner,
+            lease_expires_at=now + timedelta(seconds=request.lease_seconds) if request.lease_owner else None,
+            last_event_at=now,
+            started_at=now,
+            continuation=request.continuation,
+        )
+        message_count = count + len(inputs)
+        cp = _checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
+        for offset, message in enumerate(inputs):
+            _write_message(session, count + offset, message, run=run, checkpoint_id=cp.id)
+        session.current_run = run
+        session.message_count = message_count
+        session.save(update_fields=["current_run", "message_count", "updated_at"])
+    return RunStartResult(run=run, checkpoint=cp, truncate_checkpoint=truncate_cp, superseded_run_ids=live)
+
+
+def commit_step(
+    run_id: str,
+    *,
+    response_message: dict[str, Any],
+    stream_sequence: int,
+    step_count: int,
+    state: dict[str, Any] | None = None,
+) -> Checkpoint:
+    """Commit a finished step: the response message so far, the state, a ``step`` checkpoint.
+
+    ``response_message`` is a UIMessage ``{id, role, parts, metadata}``. Raises
+    RunSupersededError when the run no longer holds its session (nothing is written).
+    """
+    with transaction.atomic():
+        session, run = _fenced_run(run_id)
+        if state is not None:
+            session.state = state
+        count = run.start_message_count + 1
+        cp = _checkpoint(session, run, CheckpointKind.STEP, count, stream_sequence, step_count)
+        _write_message(session, run.start_message_count, response_message, run=run, checkpoint_id=cp.id)
+        session.message_count = count
+        session.save(update_fields=["state", "message_count", "updated_at"])
+        Run.objects.filter(pk=run_id).update(step_count=step_count, last_event_at=timezone.now())
+    return cp
+
+
+def commit_terminal(
+    run_id: str,
+    status: str,
+    *,
+    response_message: dict[str, Any] | None,
+    stream_sequence: int,
+    step_count: int | None = None,
+    error: HelixError | None = None,
+    stage: str = "",
+    state: dict[str, Any] | None = None,
+    allow_terminal_from: frozenset[str] = frozenset(),
+) -> Checkpoint:
+    """End the run with ``status`` (completed / failed / cancelled / interrupted) and a ``terminal`` checkpoint.
+
+    The response message, when it has parts, is written with metadata
+    ``helix = {runId, status, partial}``; for any status but completed it is marked
+    partial and never shown as a finished answer (000, "Store partial output
+    explicitly"). ``error`` is kept scrubbed (code, category, retryable, fixed message).
+    ``allow_terminal_from`` lets recovery end a run already in one of those statuses.
+    Raises RunSupersededError when the run no longer holds its session.
+    """
+    if status not in TERMINAL_COMMIT_STATUSES:
+        raise ValueError(f"not a terminal status: {status}")
+    now = timezone.now()
+    with transaction.atomic():
+        try:
+            session, run = _fenced_run(run_id)
+        except RunSupersededError:
+            run = Run.objects.filter(pk=run_id).first()
+            if run is None or run.status not in allow_terminal_from:
+                raise
+            session = _lock_session(run.session_id)
+            if session.current_run_id != run_id:
+                raise
+        if state is not None:
+            session.state = state
+        count = run.start_message_count
+        parts = (response_message or {}).get("parts") or []
+        partial_chars = sum(len(p.get("text", "")) for p in parts if p.get("type") in ("text", "reasoning"))
+        if parts:
+            count += 1
+        cp = _checkpoint(session, run, CheckpointKind.TERMINAL, count, stream_sequence, step_count or run.step_count)
+        if parts:
+            assert response_message is not None
+            metadata = dict(response_message.get("metadata") or {})
+            metadata["helix"] = {"runId": run.id, "status": status, "partial": status != RunStatus.COMPLETED}
+            _write_message(
+                session,
+                run.start_message_count,
+                {**response_message, "metadata": metadata},
+                run=run,
+                checkpoint_id=cp.id,
+            )
+        session.message_count = count
+        session.save(update_fields=["state", "message_count", "updated_at"])
+        fields: dict[str, Any] = {
+            "status": status,
+            "finished_at": now,
+            "last_event_at": now,
+            "lease_owner": "",
+            "lease_expires_at": None,
+            "partial_chars": partial_chars if status != RunStatus.COMPLETED else 0,
+        }
+        if step_count is not None:
+            fields["step_count"] = step_count
+        if stage:
+            fields["interrupted_stage"] = stage
+        if error is not None:
+            detail = error.to_detail()
+            fields.update(
+                error_code=detail["code"],
+                error_category=detail["category"],
+                error_retryable=detail["retryable"],
+                error_message=detail["message"][:200],
+            )
+        Run.objects.filter(pk=run_id).update(**fields)
+    return cp
+
+
+def update_run(run_id: str, **fields: Any) -> None:
+    """Set fields of a live run (status transitions, provider operation id, continuation).
+
+    Fenced: raises RunSupersededError when the run no longer holds its session.
+    Always refreshes ``last_event_at``.
+    """
+    with transaction.atomic():
+        _fenced_run(run_id)
+        fields.setdefault("last_event_at", timezone.now())
+        Run.objects.filter(pk=run_id).update(**fields)
+
+
+def renew_lease(run_id: str, owner: str, seconds: int) -> bool:
+    """Extend the lease of ``owner`` on a live run by ``seconds``; False if it lost the run."""
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(pk=run_id, lease_owner=owner, status__in=LIVE_STATUSES).update(
+            lease_expires_at=now + timedelta(seconds=seconds)
+        )
+    )
+
+
+def claim_lease(run_id: str, owner: str, seconds: int) -> bool:
+    """Take the lease of a live run if it is free or expired (compare-and-set); True if taken."""
+    now = timezone.now()
+    from django.db.models import Q
+
+    free = Q(lease_owner="") | Q(lease_expires_at__lt=now) | Q(lease_owner=owner)
+    return bool(
+        Run.objects.filter(free, pk=run_id, status__in=LIVE_STATUSES).update(
+            lease_owner=owner, lease_expires_at=now + timedelta(seconds=seconds), last_event_at=now
+        )
+    )
+
+
+def delete_session(session_id: str) -> None:
+    """Delete a session with its messages, runs and checkpoints (cascade)."""
+    ChatSession.objects.filter(pk=session_id).delete()
+
+
+aget_or_create_session = sync_to_async(get_or_create_session)
+astart_run = sync_to_async(start_run)
+acommit_step = sync_to_async(commit_step)
+acommit_terminal = sync_to_async(commit_terminal)
+aupdate_run = sync_to_async(update_run)
+arenew_lease = sync_to_async(renew_lease)
+aclaim_lease = sync_to_async(claim_lease)

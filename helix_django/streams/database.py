@@ -1,0 +1,179 @@
+"""Database stream manager: chunks in the ``StreamChunk`` table, one transaction per flush.
+
+The embedded default (SQLite in WAL mode) and the single-database scale-out on
+PostgreSQL. A batch is allocated its sequences and inserted with one ``executemany`` in
+one transaction that also checks the run-id fence and moves the head. Readers bound
+each chunk read by the head read just before it, so chunk and info reads agree without a
+read transaction. Readers in this process wake on the notifier; readers in other
+processes through the Channels layer (:mod:`helix_django.streams.broadcast`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, connections, router, transaction
+
+from helix_django.errors import StreamFenceError
+from helix_django.models import Stream, StreamChunk
+from helix_django.streams.base import (
+    ACTIVE,
+    ENDED,
+    FAILED,
+    PAUSED,
+    BaseStreamManager,
+    Chunk,
+    StoredChunk,
+    StreamInfo,
+    raise_connection_error,
+)
+
+
+def _info(row: Stream) -> StreamInfo:
+    return StreamInfo(
+        row.stream_id, row.status, row.head_sequence, row.run_id, row.claim_epoch, row.end_status, row.error
+    )
+
+
+class DatabaseStreamManager(BaseStreamManager):
+    """Stores streams through the Django ORM's connection (``OPTIONS["DATABASE"]``, default the router's)."""
+
+    supports_pubsub = True
+    is_persistent = True
+    is_multi_process = True
+
+    def __init__(self, alias: str, options: dict[str, Any]) -> None:
+        super().__init__(alias, options)
+        self.using = options.get("DATABASE") or router.db_for_write(StreamChunk)
+        self._chunk_table = StreamChunk._meta.db_table
+        from helix_django.streams.broadcast import attach_broadcast
+
+        attach_broadcast(self)
+
+    # --- sync parts (run in the ORM's thread) -------------------------------------------
+
+    def _locked(self, stream_id: str, run_id: str) -> Stream:
+        row = Stream.objects.using(self.using).select_for_update().filter(pk=stream_id).first()
+        if row is None or row.run_id != run_id:
+            raise StreamFenceError(cause="stream_claimed_by_other_run")
+        return row
+
+    def _insert(self, stream_id: str, run_id: str, head: int, chunks: Sequence[Chunk]) -> list[int]:
+        sequences = list(range(head + 1, head + 1 + len(chunks)))
+        rows = [
+            (
+                stream_id,
+                seq,
+                run_id,
+                chunk.get("_attempt", ""),
+                chunk.get("_step", 0),
+                chunk.get("type", ""),
+                json.dumps(chunk, separators=(",", ":")),
+            )
+            for seq, chunk in zip(sequences, chunks, strict=True)
+        ]
+        with connections[self.using].cursor() as cursor:
+            cursor.executemany(
+                f"INSERT INTO {self._chunk_table} "  # noqa: S608 - table name from model meta
+                "(stream_id, sequence, run_id, attempt_id, step, type, payload) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                rows,
+            )
+        return sequences
+
+    def _append_sync(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
+        with transaction.atomic(using=self.using):
+            row = self._locked(stream_id, run_id)
+            if row.status != ACTIVE:
+                raise StreamFenceError(cause="stream_not_active")
+            sequences = self._insert(stream_id, run_id, row.head_sequence, chunks)
+            Stream.objects.using(self.using).filter(pk=stream_id).update(head_sequence=sequences[-1])
+        return sequences
+
+    def _claim_sync(self, stream_id: str, run_id: str, epoch: int) -> StreamInfo:
+        with transaction.atomic(using=self.using):
+            row = Stream.objects.using(self.using).select_for_update().filter(pk=stream_id).first()
+            if row is None:
+                row = Stream(stream_id=stream_id)
+            elif not (row.run_id == run_id and row.claim_epoch == epoch) and epoch <= row.claim_epoch:
+                raise StreamFenceError(cause="stale_claim")
+            row.run_id, row.claim_epoch = run_id, epoch
+            row.status, row.end_status, row.error = ACTIVE, "", None
+            row.save(using=self.using)
+        return _info(row)
+
+    def _status_sync(self, stream_id: str, run_id: str, status: str, fields: dict[str, Any]) -> StreamInfo:
+        with transaction.atomic(using=self.using):
+            row = self._locked(stream_id, run_id)
+            if status == FAILED:
+                error_chunk = {"type": "error", "errorText": fields["error"].get("error", "error")}
+                error_chunk["helixError"] = fields["error"]
+                row.head_sequence = self._insert(stream_id, run_id, row.head_sequence, [error_chunk])[-1]
+            row.status = status
+            for name, value in fields.items():
+                setattr(row, name, value)
+            row.save(using=self.using)
+        return _info(row)
+
+    def _info_sync(self, stream_id: str) -> StreamInfo | None:
+        row = Stream.objects.using(self.using).filter(pk=stream_id).first()
+        return _info(row) if row else None
+
+    def _read_sync(self, stream_id: str, after: int, limit: int) -> tuple[list[StoredChunk], StreamInfo | None]:
+        info = self._info_sync(stream_id)
+        if info is None or info.head_sequence <= after:
+            return [], info
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(
+                f"SELECT sequence, payload FROM {self._chunk_table} "  # noqa: S608
+                "WHERE stream_id = %s AND sequence > %s AND sequence <= %s ORDER BY sequence LIMIT %s",
+                [stream_id, after, info.head_sequence, limit],
+            )
+            rows = cursor.fetchall()
+        return [(seq, json.loads(payload) if isinstance(payload, str) else payload) for seq, payload in rows], info
+
+    # --- async API -----------------------------------------------------------------------
+
+    async def _call(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return await sync_to_async(fn, thread_sensitive=True)(*args)
+        except StreamFenceError:
+            raise
+        except DatabaseError as exc:
+            raise raise_connection_error(exc, what) from exc
+
+    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
+        info = await self._call("claim", self._claim_sync, stream_id, run_id, epoch)
+        self.notifier.notify(stream_id)
+        return info
+
+    async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
+        if not chunks:
+            return []
+        sequences = await self._call("append", self._append_sync, stream_id, run_id, chunks)
+        self.notifier.notify(stream_id)
+        return sequences
+
+    async def _set_status(self, stream_id: str, run_id: str, status: str, **fields: Any) -> StreamInfo:
+        info = await self._call(status, self._status_sync, stream_id, run_id, status, fields)
+        self.notifier.notify(stream_id)
+        return info
+
+    async def end_stream(self, stream_id: str, run_id: str, *, end_status: str = "completed") -> StreamInfo:
+        return await self._set_status(stream_id, run_id, ENDED, end_status=end_status)
+
+    async def fail_stream(self, stream_id: str, run_id: str, error: dict[str, Any]) -> StreamInfo:
+        return await self._set_status(stream_id, run_id, FAILED, error=error)
+
+    async def pause_stream(self, stream_id: str, run_id: str) -> StreamInfo:
+        return await self._set_status(stream_id, run_id, PAUSED)
+
+    async def get_info(self, stream_id: str) -> StreamInfo | None:
+        return await self._call("info", self._info_sync, stream_id)
+
+    async def read_after(
+        self, stream_id: str, after: int, *, limit: int = 500
+    ) -> tuple[list[StoredChunk], StreamInfo | None]:
+        return await self._call("read", self._read_sync, stream_id, after, limit)

@@ -1,0 +1,119 @@
+"""In-memory stream manager: a real backend for one process (tests, single-process demos)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from helix_django.errors import StreamFenceError
+from helix_django.streams.base import (
+    ACTIVE,
+    ENDED,
+    FAILED,
+    PAUSED,
+    BaseStreamManager,
+    Chunk,
+    StoredChunk,
+    StreamInfo,
+)
+
+
+class _MemoryStream:
+    __slots__ = ("chunks", "end_status", "epoch", "error", "run_id", "sequences", "status")
+
+    def __init__(self) -> None:
+        self.status = ACTIVE
+        self.run_id = ""
+        self.epoch = 0
+        self.end_status = ""
+        self.error: dict[str, Any] | None = None
+        self.sequences: list[int] = []
+        self.chunks: list[Chunk] = []
+
+    def info(self, stream_id: str) -> StreamInfo:
+        head = self.sequences[-1] if self.sequences else 0
+        return StreamInfo(stream_id, self.status, head, self.run_id, self.epoch, self.end_status, self.error)
+
+
+class MemoryStreamManager(BaseStreamManager):
+    """Keeps streams in a dict. Not persistent, one process only; passes the contract suite."""
+
+    supports_pubsub = True
+
+    def __init__(self, alias: str, options: dict[str, Any]) -> None:
+        super().__init__(alias, options)
+        self._streams: dict[str, _MemoryStream] = {}
+        self._lock = threading.Lock()
+
+    def _fenced(self, stream_id: str, run_id: str) -> _MemoryStream:
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.run_id != run_id:
+            raise StreamFenceError(cause="stream_claimed_by_other_run")
+        return stream
+
+    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
+        with self._lock:
+            stream = self._streams.setdefault(stream_id, _MemoryStream())
+            same = stream.run_id == run_id and stream.epoch == epoch
+            if not same and epoch <= stream.epoch:
+                raise StreamFenceError(cause="stale_claim")
+            stream.run_id, stream.epoch = run_id, epoch
+            stream.status, stream.end_status, stream.error = ACTIVE, "", None
+            info = stream.info(stream_id)
+        self.notifier.notify(stream_id)
+        return info
+
+    async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
+        with self._lock:
+            stream = self._fenced(stream_id, run_id)
+            if stream.status != ACTIVE:
+                raise StreamFenceError(cause="stream_not_active")
+            head = stream.sequences[-1] if stream.sequences else 0
+            sequences = list(range(head + 1, head + 1 + len(chunks)))
+            stream.sequences.extend(sequences)
+            stream.chunks.extend(chunks)
+        self.notifier.notify(stream_id)
+        return sequences
+
+    def _set_status(self, stream_id: str, run_id: str, status: str, **fields: Any) -> StreamInfo:
+        with self._lock:
+            stream = self._fenced(stream_id, run_id)
+            stream.status = status
+            for name, value in fields.items():
+                setattr(stream, name, value)
+            info = stream.info(stream_id)
+        self.notifier.notify(stream_id)
+        return info
+
+    async def end_stream(self, stream_id: str, run_id: str, *, end_status: str = "completed") -> StreamInfo:
+        return self._set_status(stream_id, run_id, ENDED, end_status=end_status)
+
+    async def fail_stream(self, stream_id: str, run_id: str, error: dict[str, Any]) -> StreamInfo:
+        with self._lock:
+            stream = self._fenced(stream_id, run_id)
+            head = stream.sequences[-1] if stream.sequences else 0
+            stream.sequences.append(head + 1)
+            stream.chunks.append({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
+        return self._set_status(stream_id, run_id, FAILED, error=error)
+
+    async def pause_stream(self, stream_id: str, run_id: str) -> StreamInfo:
+        return self._set_status(stream_id, run_id, PAUSED)
+
+    async def get_info(self, stream_id: str) -> StreamInfo | None:
+        stream = self._streams.get(stream_id)
+        return stream.info(stream_id) if stream else None
+
+    async def read_after(
+        self, stream_id: str, after: int, *, limit: int = 500
+    ) -> tuple[list[StoredChunk], StreamInfo | None]:
+        import bisect
+
+        with self._lock:
+            stream = self._streams.get(stream_id)
+            if stream is None:
+                return [], None
+            start = bisect.bisect_right(stream.sequences, after)
+            end = start + limit
+            out = list(zip(stream.sequences[start:end], stream.chunks[start:end], strict=True))
+            return out, stream.info(stream_id)

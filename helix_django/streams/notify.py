@@ -1,0 +1,106 @@
+"""In-process wake-ups for stream readers, with an optional cross-process hook.
+
+A reader subscribes *before* it reads, then awaits the waiter only if the read found
+nothing new, so a write that lands between the read and the wait is never missed.
+Waiters may live on any event loop; :meth:`StreamNotifier.notify` is thread-safe.
+
+Cross-process wake-ups (several ASGI processes sharing one database) go through the
+Channels layer: see :mod:`helix_django.streams.broadcast`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import defaultdict
+from typing import Any
+
+
+class Waiter:
+    """A one-shot wake-up for one stream, bound to the event loop that created it."""
+
+    __slots__ = ("_event", "_loop", "_notifier", "stream_id")
+
+    def __init__(self, notifier: StreamNotifier, stream_id: str) -> None:
+        self._notifier = notifier
+        self.stream_id = stream_id
+        self._loop = asyncio.get_running_loop()
+        self._event = asyncio.Event()
+
+    def _fire(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._event.set()
+        else:
+            self._loop.call_soon_threadsafe(self._event.set)
+
+    @property
+    def is_fired(self) -> bool:
+        """Whether a write or status change was signalled since subscription."""
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None = None) -> bool:
+        """Wait until notified; return False on ``timeout`` (seconds). Unsubscribes either way."""
+        try:
+            if timeout is None:
+                await self._event.wait()
+                return True
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                return False
+            return True
+        finally:
+            self.cancel()
+
+    def cancel(self) -> None:
+        """Stop listening."""
+        self._notifier._discard(self)
+
+
+class StreamNotifier:
+    """Registry of waiters by stream id; one per stream manager instance."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[Waiter]] = defaultdict(set)
+        self.remote: Any = None
+        """Optional cross-process broadcaster with ``publish(stream_id)``/``listen(stream_id)``."""
+
+    def subscribe(self, stream_id: str) -> Waiter:
+        """Return a waiter fired by the next :meth:`notify` of ``stream_id``. Needs a running loop."""
+        waiter = Waiter(self, stream_id)
+        with self._lock:
+            self._waiters[stream_id].add(waiter)
+        if self.remote is not None:
+            self.remote.listen(stream_id)
+        return waiter
+
+    def notify(self, stream_id: str, *, local_only: bool = False) -> None:
+        """Wake every waiter of ``stream_id`` in this process (and others, unless ``local_only``)."""
+        with self._lock:
+            waiters = self._waiters.pop(stream_id, ())
+        for waiter in waiters:
+            waiter._fire()
+        if self.remote is not None and not local_only:
+            self.remote.publish(stream_id)
+
+    def _discard(self, waiter: Waiter) -> None:
+        with self._lock:
+            waiters = self._waiters.get(waiter.stream_id)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    self._waiters.pop(waiter.stream_id, None)
+        if self.remote is not None:
+            self.remote.unlisten(waiter.stream_id)
+
+    def waiter_count(self, stream_id: str) -> int:
+        """Return how many waiters are parked on ``stream_id`` (for tests and metrics)."""
+        with self._lock:
+            return len(self._waiters.get(stream_id, ()))

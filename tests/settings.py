@@ -1,0 +1,85 @@
+"""Settings for the test suite: SQLite (WAL) by default, PostgreSQL with HELIX_TEST_DATABASE_URL."""
+
+import os
+import tempfile
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+SECRET_KEY = "helix-tests-not-secret"  # noqa: S105
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+ROOT_URLCONF = "tests.urls"
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "channels",
+    "helix_django",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+_db_url = os.environ.get("HELIX_TEST_DATABASE_URL")
+if _db_url:
+    import dj_database_url
+
+    DATABASES = {"default": dj_database_url.parse(_db_url)}
+else:
+    # Each pytest process gets its own SQLite files, so parallel runs never share a test database.
+    # A server process started by a test is pointed at the live test database with HELIX_SQLITE_PATH.
+    _sqlite_path = os.environ.get("HELIX_SQLITE_PATH") or os.path.join(
+        tempfile.gettempdir(), "helix-tests", f"{os.getpid()}.sqlite3"
+    )
+    os.makedirs(os.path.dirname(_sqlite_path), exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": _sqlite_path,
+            "OPTIONS": {
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+            "TEST": {"NAME": _sqlite_path.replace(".sqlite3", "-test.sqlite3")},
+        }
+    }
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+ASGI_APPLICATION = "tests.asgi.application"
+STATIC_URL = "/static/"
+REDIS_URL = os.environ.get("HELIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "helix": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+    },
+}
+HELIX = {
+    "FLUSH_INTERVAL_MS": 5,
+}
+LOGGING = {"version": 1, "disable_existing_loggers": False}

@@ -1,0 +1,208 @@
+"""The stream-manager contract (DESIGN, "Stream manager contract"), run against every backend."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from helix_django.errors import StreamFenceError
+from helix_django.streams.base import StreamWriter
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+TIMEOUT = 10
+
+
+def chunk(n: int, run: str = "run_a") -> dict:
+    return {"type": "text-delta", "id": "t", "delta": f"c{n} ", "_run": run}
+
+
+async def collect(reader, limit: int | None = None) -> list[tuple[int, dict]]:
+    out = []
+    async for item in reader:
+        out.append(item)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+async def parked(manager, stream_id: str) -> None:
+    """Wait (by yielding to the loop, not sleeping) until a reader parks on the notifier."""
+    for _ in range(10_000):
+        if manager.notifier.waiter_count(stream_id):
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("reader never parked")
+
+
+async def test_sequences_strictly_increase_under_concurrent_appenders(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+
+    async def appender(k: int) -> list[int]:
+        seqs = []
+        for i in range(10):
+            seqs += await manager.append("s1", "run_a", [chunk(k * 100 + i), chunk(k * 100 + i + 50)])
+        return seqs
+
+    results = await asyncio.gather(*(appender(k) for k in range(8)))
+    everything = sorted(s for seqs in results for s in seqs)
+    assert everything == list(range(1, 161))
+    for seqs in results:
+        assert seqs == sorted(seqs)
+    info = await manager.get_info("s1")
+    assert info.head_sequence == 160
+    await manager.end_stream("s1", "run_a")
+    reader = await manager.create_resumable_reader("s1")
+    got = await asyncio.wait_for(collect(reader), TIMEOUT)
+    assert [s for s, _ in got] == list(range(1, 161))
+
+
+async def test_reader_from_cursor_yields_exactly_later_chunks_once(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(i) for i in range(1, 51)])
+    await manager.end_stream("s1", "run_a")
+    for cursor in (0, 1, 20, 49, 50):
+        reader = await manager.create_resumable_reader("s1", from_sequence=cursor)
+        got = await asyncio.wait_for(collect(reader), TIMEOUT)
+        assert [s for s, _ in got] == list(range(cursor + 1, 51))
+        assert [c["delta"] for _, c in got] == [f"c{i} " for i in range(cursor + 1, 51)]
+        assert reader.current_sequence == 50
+
+
+async def test_backlog_boundary_and_live_tail(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(i) for i in range(1, 11)])
+    reader = await manager.create_resumable_reader("s1", from_sequence=0)
+    backlog = await asyncio.wait_for(collect(reader, limit=10), TIMEOUT)
+    assert [s for s, _ in backlog] == list(range(1, 11))
+    assert reader.catch_up_head == 10
+    assert reader.caught_up.is_set()
+    nxt = asyncio.ensure_future(reader.__anext__())
+    await parked(manager, "s1")
+    assert not nxt.done()
+    await manager.append("s1", "run_a", [chunk(11)])
+    seq, item = await asyncio.wait_for(nxt, TIMEOUT)
+    assert (seq, item["delta"]) == (11, "c11 ")
+    await manager.end_stream("s1", "run_a")
+    assert await asyncio.wait_for(collect(reader), TIMEOUT) == []
+
+
+async def test_wait_for_live_parks_before_the_stream_exists_and_wakes_on_first_write(manager):
+    assert await manager.create_resumable_reader("new") is None
+    reader = await manager.create_resumable_reader("new", wait_for_live=True)
+    assert reader is not None
+    task = asyncio.ensure_future(collect(reader))
+    await parked(manager, "new")
+    assert not task.done()
+    await manager.claim_stream("new", "run_a", epoch=1)
+    await manager.append("new", "run_a", [chunk(1), chunk(2)])
+    await manager.end_stream("new", "run_a")
+    got = await asyncio.wait_for(task, TIMEOUT)
+    assert [s for s, _ in got] == [1, 2]
+
+
+async def test_run_start_window_ignores_previous_turns_terminal(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1), chunk(2)])
+    await manager.end_stream("s1", "run_a")
+    plain = await manager.create_resumable_reader("s1", from_sequence=2)
+    assert await asyncio.wait_for(collect(plain), TIMEOUT) == []
+    reader = await manager.create_resumable_reader("s1", from_sequence=2, wait_for_live=True)
+    task = asyncio.ensure_future(collect(reader))
+    await parked(manager, "s1")
+    assert not task.done()
+    await manager.claim_stream("s1", "run_b", epoch=2)
+    await manager.append("s1", "run_b", [chunk(3, "run_b")])
+    await manager.end_stream("s1", "run_b")
+    got = await asyncio.wait_for(task, TIMEOUT)
+    assert [(s, c["_run"]) for s, c in got] == [(3, "run_b")]
+
+
+async def test_failed_stream_ends_reader_with_one_error_chunk(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1)])
+    reader = await manager.create_resumable_reader("s1")
+    first = await asyncio.wait_for(reader.__anext__(), TIMEOUT)
+    assert first[0] == 1
+    body = {"error": "The model provider failed", "code": "provider_error", "retryable": False}
+    info = await manager.fail_stream("s1", "run_a", body)
+    assert info.status == "failed"
+    rest = await asyncio.wait_for(collect(reader), TIMEOUT)
+    assert len(rest) == 1
+    assert rest[0][1]["type"] == "error"
+    assert rest[0][1]["helixError"] == body
+    assert await manager.create_resumable_reader("s1") is None
+    assert (await manager.get_info("s1")).error == body
+
+
+async def test_stale_run_is_fenced_once_a_newer_run_claimed(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1)])
+    await manager.claim_stream("s1", "run_b", epoch=2)
+    with pytest.raises(StreamFenceError):
+        await manager.append("s1", "run_a", [chunk(2)])
+    with pytest.raises(StreamFenceError):
+        await manager.end_stream("s1", "run_a")
+    with pytest.raises(StreamFenceError):
+        await manager.fail_stream("s1", "run_a", {"error": "x", "code": "y"})
+    with pytest.raises(StreamFenceError):
+        await manager.pause_stream("s1", "run_a")
+    with pytest.raises(StreamFenceError):
+        await manager.claim_stream("s1", "run_a", epoch=1)
+    info = await manager.get_info("s1")
+    assert (info.status, info.run_id, info.head_sequence) == ("active", "run_b", 1)
+
+
+async def test_get_info_is_none_only_for_a_missing_stream(manager):
+    assert await manager.get_info("missing") is None
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    info = await manager.get_info("s1")
+    assert (info.status, info.head_sequence, info.run_id) == ("active", 0, "run_a")
+
+
+async def test_pause_ends_readers_and_the_same_run_reactivates(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1)])
+    await manager.pause_stream("s1", "run_a")
+    reader = await manager.create_resumable_reader("s1")
+    assert [s for s, _ in await asyncio.wait_for(collect(reader), TIMEOUT)] == [1]
+    with pytest.raises(StreamFenceError):
+        await manager.append("s1", "run_a", [chunk(2)])
+    info = await manager.claim_stream("s1", "run_a", epoch=1)
+    assert info.status == "active"
+    assert await manager.append("s1", "run_a", [chunk(2)]) == [2]
+
+
+async def test_ended_stream_keeps_its_end_status(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    info = await manager.end_stream("s1", "run_a", end_status="cancelled")
+    assert (info.status, info.end_status) == ("ended", "cancelled")
+
+
+async def test_writer_coalesces_chunks_into_batches(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    calls = []
+    original = manager.append
+
+    async def counting(stream_id, run_id, chunks):
+        calls.append(len(chunks))
+        return await original(stream_id, run_id, chunks)
+
+    manager.append = counting
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=1000, max_chunks=50)
+    for i in range(120):
+        writer.write(chunk(i))
+    last = await writer.flush()
+    assert last == 120
+    assert sum(calls) == 120
+    assert len(calls) <= 3
+
+
+async def test_writer_surfaces_a_fence_error(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=1, max_chunks=50)
+    await manager.claim_stream("s1", "run_b", epoch=2)
+    writer.write(chunk(1))
+    with pytest.raises(StreamFenceError):
+        await writer.flush()
