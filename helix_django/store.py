@@ -47,11 +47,11 @@ _UNSET: Any = object()
 class RunStartRequest:
     """Everything the run-start commit writes (000, "Persist the turn before starting inference").
 
-    ``input_messages`` are UIMessages appended after the committed rows (for a
-    ``continue``/``tool_result`` whose last input is the assistant message being
-    continued, that message replaces its row). ``truncate_to`` rewinds the conversation to
-    that many rows first (a ``truncate`` checkpoint). ``expected_current_run_id`` is the
-    compare-and-set on the session's current run (``_UNSET`` skips it).
+    ``input_messages`` are UIMessages appended after the committed rows; an input whose id
+    is already an active row replaces that row (a ``tool_result`` continuation sends the
+    assistant message it continues, which then also becomes the response message).
+    ``truncate_to`` rewinds the conversation to that many rows first (a ``truncate``
+    checkpoint). ``expected_current_run_id`` is the compare-and-set on the session's current run (``_UNSET`` skips it).
     """
 
     session_id: str
@@ -178,10 +178,22 @@ def start_run(request: RunStartRequest) -> RunStartResult:
             session.message_count = count
             truncate_cp = _checkpoint(session, None, CheckpointKind.TRUNCATE, count, request.stream_sequence, 0)
         inputs = list(request.input_messages)
-        response_position = count + len(inputs)
+        known = dict(
+            Message.objects.filter(
+                session=session, position__isnull=False, ui_id__in=[m.get("id") for m in inputs]
+            ).values_list("ui_id", "position")
+        )
+        positions = []
+        for message in inputs:
+            if message.get("id") in known:
+                positions.append(known[message["id"]])
+            else:
+                positions.append(count)
+                count += 1
+        response_position = count
         response_id = request.response_message_id or new_id("msg")
         if inputs and inputs[-1].get("role") == "assistant":
-            response_position -= 1
+            response_position = positions[-1]
             response_id = inputs[-1]["id"]
         run = Run.objects.create(
             id=new_id("run"),
@@ -204,10 +216,10 @@ def start_run(request: RunStartRequest) -> RunStartResult:
             started_at=now,
             continuation=request.continuation,
         )
-        message_count = count + len(inputs)
+        message_count = count
         cp = _checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
-        for offset, message in enumerate(inputs):
-            _write_message(session, count + offset, message, run=run, checkpoint_id=cp.id)
+        for position, message in zip(positions, inputs, strict=True):
+            _write_message(session, position, message, run=run, checkpoint_id=cp.id)
         session.current_run = run
         session.message_count = message_count
         session.save(update_fields=["current_run", "message_count", "updated_at"])
