@@ -48,6 +48,8 @@ if _db_url:
     import dj_database_url
 
     DATABASES = {"default": dj_database_url.parse(_db_url)}
+    # One test database per pytest process, so parallel runs never share one.
+    DATABASES["default"]["TEST"] = {"NAME": os.environ.get("HELIX_PG_TEST_NAME") or f"test_helix_{os.getpid()}"}
 else:
     # Each pytest process gets its own SQLite files, so parallel runs never share a test database.
     # A server process started by a test is pointed at the live test database with HELIX_SQLITE_PATH.
@@ -82,4 +84,9 @@ CACHES = {
 HELIX = {
     "FLUSH_INTERVAL_MS": 5,
 }
+# A server started by tests/live.py may get HELIX overrides as JSON.
+if os.environ.get("HELIX_TEST_OVERRIDES"):
+    import json
+
+    HELIX = {**HELIX, **json.loads(os.environ["HELIX_TEST_OVERRIDES"])}
 LOGGING = {"version": 1, "disable_existing_loggers": False}
