@@ -9,6 +9,17 @@ import pytest
 from helix_django.streams import reset_stream_managers
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_thread_connections(django_db_setup, django_db_blocker):
+    """Close connections async code opened in asgiref's ORM thread, before the test database is dropped."""
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_stream_managers():
     """Every test gets fresh stream manager instances (no state across tests)."""

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Install (when missing, as root, from Debian's packages) and start what the tests need:
+# redis-server (AOF on, loopback :6379), PostgreSQL (loopback, role/db "helix"), Chromium.
+# Idempotent. Prints `export` lines for the caller to source; progress goes to stderr.
+set -euo pipefail
+log() { echo "services: $*" >&2; }
+
+need=()
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)
+[ -x /usr/bin/chromium ] || need+=(chromium)
+command -v node >/dev/null 2>&1 || need+=(nodejs npm)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    log "missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root"
+    exit 1
+  fi
+  log "installing ${need[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
+fi
+
+if ! redis-cli -p 6379 ping >/dev/null 2>&1; then
+  log "starting redis-server"
+  mkdir -p /tmp/helix-redis
+  redis-server --port 6379 --bind 127.0.0.1 --appendonly yes --dir /tmp/helix-redis --daemonize yes >&2
+  for _ in $(seq 50); do redis-cli -p 6379 ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+echo "export HELIX_TEST_REDIS_URL=redis://127.0.0.1:6379/15"
+
+if [ "$(id -u)" -eq 0 ] && command -v pg_lsclusters >/dev/null 2>&1; then
+  version=$(ls /usr/lib/postgresql | sort -V | tail -n1)
+  if ! pg_lsclusters -h | grep -q .; then
+    log "creating PostgreSQL cluster $version/main"
+    pg_createcluster "$version" main >&2
+  fi
+  cluster=$(pg_lsclusters -h | head -n1 | awk '{print $1" "$2}')
+  if ! pg_lsclusters -h | head -n1 | grep -q online; then
+    log "starting PostgreSQL $cluster"
+    pg_ctlcluster $cluster start >&2
+  fi
+  port=$(pg_lsclusters -h | head -n1 | awk '{print $3}')
+  su postgres -c "psql -p $port -tAc \"SELECT 1 FROM pg_roles WHERE rolname='helix'\"" | grep -q 1 ||
+    su postgres -c "psql -p $port -c \"CREATE ROLE helix LOGIN PASSWORD 'helix' CREATEDB\"" >&2
+  su postgres -c "psql -p $port -tAc \"SELECT 1 FROM pg_database WHERE datname='helix'\"" | grep -q 1 ||
+    su postgres -c "createdb -p $port -O helix helix" >&2
+  echo "export HELIX_PG_URL=postgres://helix:helix@127.0.0.1:$port/helix"
+fi
