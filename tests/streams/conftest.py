@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from helix_django.streams import load_stream_manager
@@ -9,7 +11,14 @@ from helix_django.streams import load_stream_manager
 BACKENDS = {
     "memory": {"BACKEND": "helix_django.streams.memory.MemoryStreamManager", "OPTIONS": {}},
     "database": {"BACKEND": "helix_django.streams.database.DatabaseStreamManager", "OPTIONS": {}},
+    # A real redis-server (HELIX_TEST_REDIS_URL through CACHES["helix"]); unreachable Redis fails, never skips.
+    "redis": {"BACKEND": "helix_django.streams.redis.RedisStreamManager", "OPTIONS": {"CONNECTION_ALIAS": "helix"}},
 }
+
+
+def redis_options(**extra) -> dict:
+    """OPTIONS for a Redis manager with a key prefix of its own (tests never share keys)."""
+    return {"CONNECTION_ALIAS": "helix", "KEY_PREFIX": f"helix-test:{uuid.uuid4().hex}", "stream_ttl": 600, **extra}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
@@ -19,6 +28,11 @@ def backend_name(request):
 
 
 @pytest.fixture
-def manager(backend_name):
+async def manager(backend_name):
     """A fresh stream manager of each backend (the contract module marks django_db(transaction=True))."""
-    return load_stream_manager(backend_name, BACKENDS)
+    config = dict(BACKENDS)
+    if backend_name == "redis":
+        config["redis"] = {**BACKENDS["redis"], "OPTIONS": redis_options()}
+    manager = load_stream_manager(backend_name, config)
+    yield manager
+    await manager.aclose()

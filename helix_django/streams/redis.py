@@ -1,0 +1,332 @@
+"""Redis stream manager: chunks in Redis Streams, claim and head in a hash, one script per write.
+
+Connected through ``django_redis.get_redis_connection(OPTIONS["CONNECTION_ALIAS"])``
+(default ``"default"``); the async API uses a ``redis.asyncio`` client built from that
+connection's parameters, one per event loop. Layout (see :mod:`.redis_scripts`): for a
+stream ``s``, ``<KEY_PREFIX>:{s}:meta`` (hash) and ``<KEY_PREFIX>:{s}:chunks`` (stream,
+entry ID ``<sequence>-0``) share the hash tag ``{s}``. Every write is one Lua script that
+checks the run-id fence, allocates sequences, adds the chunks, refreshes the TTL
+(``OPTIONS["stream_ttl"]`` seconds, default ``HELIX["STREAM_TTL_SECONDS"]``) and publishes
+the stream id on ``<KEY_PREFIX>:notify``. A read is one MULTI of the hash and an XRANGE,
+so chunks and info agree. Live readers wake through one pub/sub subscription per process
+(no polling); after a lost subscription every local reader is woken to re-read from its
+cursor. Any failed Redis call raises StreamConnectionError (retryable), never "absent".
+
+Durability: with AOF on, a graceful Redis restart loses nothing; to keep sequences unique
+after a crash of Redis itself, run it with ``appendfsync always``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import redis
+import redis.asyncio as aioredis
+from django.core.checks import CheckMessage, Error
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError, ResponseError
+
+from helix_django.errors import StreamConnectionError, StreamFenceError
+from helix_django.streams import redis_scripts
+from helix_django.streams.base import (
+    ENDED,
+    FAILED,
+    PAUSED,
+    BaseStreamManager,
+    Chunk,
+    ResumableReader,
+    StoredChunk,
+    StreamInfo,
+    raise_connection_error,
+)
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_KWARGS = (
+    "host",
+    "port",
+    "db",
+    "username",
+    "password",
+    "path",
+    "client_name",
+    "socket_connect_timeout",
+    "socket_keepalive",
+    "socket_keepalive_options",
+    "ssl_keyfile",
+    "ssl_certfile",
+    "ssl_cert_reqs",
+    "ssl_ca_certs",
+    "ssl_check_hostname",
+)
+
+
+def _dumps(chunk: Chunk) -> str:
+    return json.dumps(chunk, separators=(",", ":"))
+
+
+def _info(stream_id: str, values: Sequence[str | None]) -> StreamInfo | None:
+    status, head, run_id, epoch, end_status, error = values
+    if status is None:
+        return None
+    return StreamInfo(
+        stream_id,
+        status,
+        int(head or 0),
+        run_id or "",
+        int(epoch or 0),
+        end_status or "",
+        json.loads(error) if error else None,
+    )
+
+
+@dataclass
+class _LoopState:
+    client: aioredis.Redis
+    pubsub_client: aioredis.Redis
+    scripts: dict[str, Any]
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    listener: asyncio.Task[None] | None = None
+
+
+class RedisStreamManager(BaseStreamManager):
+    """Stream manager on Redis Streams (DESIGN, "Stream manager contract"; 002, "Key concepts").
+
+    OPTIONS: ``CONNECTION_ALIAS`` (django-redis cache alias, default ``"default"``),
+    ``KEY_PREFIX`` (default ``"helix:stream"``), ``stream_ttl`` (seconds),
+    ``SOCKET_TIMEOUT`` (seconds per command, default 5).
+    """
+
+    supports_pubsub = True
+    is_persistent = True
+    is_multi_process = True
+
+    def __init__(self, alias: str, options: dict[str, Any]) -> None:
+        super().__init__(alias, options)
+        self.connection_alias = self.options.get("CONNECTION_ALIAS", "default")
+        self.key_prefix = self.options.get("KEY_PREFIX", "helix:stream")
+        self.channel = f"{self.key_prefix}:notify"
+        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+
+    @property
+    def ttl_seconds(self) -> int:
+        """Seconds a stream is kept after its last write (read at call time, never cached)."""
+        ttl = self.options.get("stream_ttl", self.options.get("STREAM_TTL_SECONDS"))
+        if ttl is None:
+            from helix_django.conf import helix_settings
+
+            ttl = helix_settings.STREAM_TTL_SECONDS
+        return int(ttl)
+
+    def keys(self, stream_id: str) -> list[str]:
+        """Return ``[meta_key, chunks_key]`` of ``stream_id`` (one hash slot)."""
+        base = f"{self.key_prefix}:{{{stream_id}}}"
+        return [f"{base}:meta", f"{base}:chunks"]
+
+    # --- connections ---------------------------------------------------------------------
+
+    def _client_kwargs(self) -> tuple[type[aioredis.Connection], dict[str, Any]]:
+        from django_redis import get_redis_connection
+
+        pool = get_redis_connection(self.connection_alias).connection_pool
+        source = pool.connection_kwargs
+        kwargs = {name: source[name] for name in _KWARGS if name in source}
+        if issubclass(pool.connection_class, redis.UnixDomainSocketConnection):
+            connection_class: type[Any] = aioredis.UnixDomainSocketConnection
+        elif issubclass(pool.connection_class, redis.SSLConnection):
+            connection_class = aioredis.SSLConnection
+        else:
+            connection_class = aioredis.Connection
+        return connection_class, kwargs
+
+    def _state(self) -> _LoopState:
+        loop = asyncio.get_running_loop()
+        state = self._states.get(loop)
+        if state is None:
+            connection_class, kwargs = self._client_kwargs()
+            timeout = float(self.options.get("SOCKET_TIMEOUT", 5))
+            kwargs.setdefault("socket_connect_timeout", timeout)
+
+            def client(socket_timeout: float | None) -> aioredis.Redis:
+                pool = aioredis.ConnectionPool(
+                    connection_class=connection_class,
+                    decode_responses=True,
+                    socket_timeout=socket_timeout,
+                    # A write is not idempotent: never resend it on a lost reply.
+                    retry=Retry(NoBackoff(), 0),
+                    **kwargs,
+                )
+                return aioredis.Redis(connection_pool=pool)
+
+            main = client(timeout)
+            scripts = {
+                "append": main.register_script(redis_scripts.APPEND),
+                "claim": main.register_script(redis_scripts.CLAIM),
+                "status": main.register_script(redis_scripts.SET_STATUS),
+            }
+            state = self._states[loop] = _LoopState(main, client(None), scripts)
+        return state
+
+    async def _call(self, what: str, fn: Callable[[_LoopState], Awaitable[T]]) -> T:
+        try:
+            return await fn(self._state())
+        except ResponseError as exc:
+            message = str(exc)
+            if message.startswith(redis_scripts.FENCE_PREFIX):
+                raise StreamFenceError(cause=message.split()[-1]) from None
+            raise raise_connection_error(exc, what) from exc
+        except (RedisError, OSError) as exc:
+            raise raise_connection_error(exc, what) from exc
+
+    # --- live wake-ups -------------------------------------------------------------------
+
+    def _wake_all(self) -> None:
+        with self.notifier._lock:
+            stream_ids = list(self.notifier._waiters)
+        for stream_id in stream_ids:
+            self.notifier.notify(stream_id, local_only=True)
+
+    async def _listen(self, state: _LoopState) -> None:
+        delay = 0.05
+        while True:
+            pubsub = state.pubsub_client.pubsub()
+            try:
+                await pubsub.subscribe(self.channel)
+                async for message in pubsub.listen():
+                    if message["type"] == "subscribe":
+                        delay = 0.05
+                        state.ready.set()
+                        # Writes published while we were not subscribed are re-read by everyone.
+                        self._wake_all()
+                    elif message["type"] == "message":
+                        self.notifier.notify(message["data"], local_only=True)
+            except (RedisError, OSError) as exc:
+                logger.warning("redis stream notify subscription lost: %s", type(exc).__name__)
+                state.ready.clear()
+                self._wake_all()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            finally:
+                await pubsub.aclose()
+
+    async def _ensure_listener(self) -> None:
+        state = self._state()
+        if state.listener is None or state.listener.done():
+            state.listener = asyncio.get_running_loop().create_task(self._listen(state))
+        try:
+            await asyncio.wait_for(state.ready.wait(), float(self.options.get("SOCKET_TIMEOUT", 5)))
+        except TimeoutError:
+            raise StreamConnectionError(cause="subscribe") from None
+
+    async def create_resumable_reader(
+        self, stream_id: str, *, from_sequence: int = 0, wait_for_live: bool = False
+    ) -> ResumableReader | None:
+        """Open a reader (see :meth:`BaseStreamManager.create_resumable_reader`) woken by pub/sub.
+
+        The process's subscription is confirmed before the reader's first read, so no write
+        between that read and its wait is missed. Raises StreamConnectionError when Redis is down.
+        """
+        info = await self.get_info(stream_id)
+        if not wait_for_live and (info is None or info.status == FAILED):
+            return None
+        await self._ensure_listener()
+        return ResumableReader(self, stream_id, from_sequence=from_sequence, wait_for_live=wait_for_live, info=info)
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
+        args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, stream_id]
+        values = await self._call("claim", lambda s: s.scripts["claim"](keys=self.keys(stream_id), args=args))
+        self.notifier.notify(stream_id, local_only=True)
+        return _info(stream_id, values)  # type: ignore[return-value]
+
+    async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
+        if not chunks:
+            return []
+        args = [run_id, self.ttl_seconds, self.channel, stream_id, *(_dumps(c) for c in chunks)]
+        head = int(await self._call("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args)))
+        self.notifier.notify(stream_id, local_only=True)
+        return list(range(head - len(chunks) + 1, head + 1))
+
+    async def _set_status(
+        self, stream_id: str, run_id: str, status: str, *, end_status: str = "", error: dict[str, Any] | None = None
+    ) -> StreamInfo:
+        error_chunk = ""
+        if error is not None:
+            error_chunk = _dumps({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
+        args = [run_id, self.ttl_seconds, self.channel, stream_id, status, end_status]
+        args += [_dumps(error) if error is not None else "", error_chunk]
+        values = await self._call(status, lambda s: s.scripts["status"](keys=self.keys(stream_id), args=args))
+        self.notifier.notify(stream_id, local_only=True)
+        return _info(stream_id, values)  # type: ignore[return-value]
+
+    async def end_stream(self, stream_id: str, run_id: str, *, end_status: str = "completed") -> StreamInfo:
+        return await self._set_status(stream_id, run_id, ENDED, end_status=end_status)
+
+    async def fail_stream(self, stream_id: str, run_id: str, error: dict[str, Any]) -> StreamInfo:
+        return await self._set_status(stream_id, run_id, FAILED, error=error)
+
+    async def pause_stream(self, stream_id: str, run_id: str) -> StreamInfo:
+        return await self._set_status(stream_id, run_id, PAUSED)
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def get_info(self, stream_id: str) -> StreamInfo | None:
+        meta = self.keys(stream_id)[0]
+        values = await self._call("info", lambda s: s.client.hmget(meta, list(redis_scripts.INFO_FIELDS)))
+        return _info(stream_id, values)
+
+    async def read_after(
+        self, stream_id: str, after: int, *, limit: int = 500
+    ) -> tuple[list[StoredChunk], StreamInfo | None]:
+        meta, chunks_key = self.keys(stream_id)
+
+        async def read(state: _LoopState) -> list[Any]:
+            async with state.client.pipeline(transaction=True) as pipe:
+                pipe.hmget(meta, list(redis_scripts.INFO_FIELDS))
+                pipe.xrange(chunks_key, min=f"{max(after, 0) + 1}-0", max="+", count=limit)
+                return await pipe.execute()
+
+        values, entries = await self._call("read", read)
+        out = [(int(entry_id.split("-", 1)[0]), json.loads(fields["c"])) for entry_id, fields in entries]
+        return out, _info(stream_id, values)
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def check(self) -> list[CheckMessage]:
+        """Report a ``CONNECTION_ALIAS`` that is not a django-redis cache."""
+        try:
+            self._client_kwargs()
+        except Exception as exc:  # noqa: BLE001 - any failure is a configuration error here
+            return [
+                Error(
+                    f"Stream manager {self.alias!r}: CACHES[{self.connection_alias!r}] is not a django-redis cache "
+                    f"({type(exc).__name__}).",
+                    hint="Point OPTIONS['CONNECTION_ALIAS'] at a django_redis.cache.RedisCache alias.",
+                    id="helix_django.E010",
+                )
+            ]
+        return []
+
+    async def aclose(self) -> None:
+        """Stop this loop's subscription and close its connections."""
+        state = self._states.pop(asyncio.get_running_loop(), None)
+        if state is None:
+            return
+        if state.listener is not None:
+            state.listener.cancel()
+            try:
+                await state.listener
+            except (asyncio.CancelledError, RedisError, OSError):
+                pass
+        await state.client.aclose()
+        await state.pubsub_client.aclose()

@@ -1,0 +1,94 @@
+"""Server-side Lua scripts of the Redis stream manager (one atomic call per write).
+
+Keys of one stream share a hash tag, so they live in one slot: ``KEYS[1]`` is the meta
+hash (``status``, ``head``, ``run_id``, ``epoch``, ``end_status``, ``error``) and
+``KEYS[2]`` the Redis Stream of chunks, one entry per chunk with the explicit ID
+``<sequence>-0`` and the JSON payload in field ``c``. Every write checks the run-id fence,
+allocates sequences from ``head``, refreshes the TTL of both keys and publishes the stream
+id on the manager's notify channel, all in one script. A refused write returns an error
+reply starting with ``HELIXFENCE``; scripts return the meta fields in :data:`INFO_FIELDS` order.
+"""
+
+from __future__ import annotations
+
+INFO_FIELDS = ("status", "head", "run_id", "epoch", "end_status", "error")
+
+FENCE_PREFIX = "HELIXFENCE"
+
+_COMMON = """
+local function info()
+  return redis.call('HMGET', KEYS[1], 'status', 'head', 'run_id', 'epoch', 'end_status', 'error')
+end
+local function touch(ttl)
+  redis.call('EXPIRE', KEYS[1], ttl)
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ttl) end
+end
+local function fenced(run_id, need_active)
+  local m = redis.call('HMGET', KEYS[1], 'run_id', 'status', 'head')
+  if not m[1] or m[1] ~= run_id then
+    return nil, 'stream_claimed_by_other_run'
+  end
+  if need_active and m[2] ~= 'active' then
+    return nil, 'stream_not_active'
+  end
+  return tonumber(m[3]) or 0
+end
+local function add(head, payload)
+  redis.call('XADD', KEYS[2], string.format('%d-0', head), 'c', payload)
+end
+"""
+
+# ARGV: run_id, ttl, channel, stream_id, payload...  -> the new head (last sequence).
+APPEND = (
+    _COMMON
+    + """
+local head, why = fenced(ARGV[1], true)
+if not head then return redis.error_reply('HELIXFENCE ' .. why) end
+for i = 5, #ARGV do
+  head = head + 1
+  add(head, ARGV[i])
+end
+redis.call('HSET', KEYS[1], 'head', string.format('%d', head))
+touch(ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return head
+"""
+)
+
+# ARGV: run_id, epoch, ttl, channel, stream_id  -> info.
+CLAIM = (
+    _COMMON
+    + """
+local m = redis.call('HMGET', KEYS[1], 'run_id', 'epoch')
+local epoch = tonumber(ARGV[2])
+if m[1] then
+  local current = tonumber(m[2]) or 0
+  if not (m[1] == ARGV[1] and current == epoch) and epoch <= current then
+    return redis.error_reply('HELIXFENCE stale_claim')
+  end
+end
+redis.call('HSETNX', KEYS[1], 'head', '0')
+redis.call('HSET', KEYS[1], 'run_id', ARGV[1], 'epoch', ARGV[2], 'status', 'active', 'end_status', '', 'error', '')
+touch(ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return info()
+"""
+)
+
+# ARGV: run_id, ttl, channel, stream_id, status, end_status, error_json, error_chunk_json|''  -> info.
+SET_STATUS = (
+    _COMMON
+    + """
+local head, why = fenced(ARGV[1], false)
+if not head then return redis.error_reply('HELIXFENCE ' .. why) end
+if ARGV[8] ~= '' then
+  head = head + 1
+  add(head, ARGV[8])
+  redis.call('HSET', KEYS[1], 'head', string.format('%d', head))
+end
+redis.call('HSET', KEYS[1], 'status', ARGV[5], 'end_status', ARGV[6], 'error', ARGV[7])
+touch(ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return info()
+"""
+)
