@@ -1,0 +1,46 @@
+"""System checks report misconfiguration with ids and hints (docs/checks.md)."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import override_settings
+
+from helix_django.checks import check_settings
+
+
+def ids(messages):
+    return sorted(m.id for m in messages)
+
+
+def test_default_test_settings_are_clean():
+    assert ids(check_settings()) == []
+
+
+def test_unknown_key_and_bad_backend_paths():
+    helix = {
+        "STREAM_MANAGER": {},
+        "STREAM_MANAGERS": {"default": {"BACKEND": "nope.Missing"}},
+        "AGENTS": {"a": {"PROVIDER": {"BACKEND": "nope.Provider"}}},
+        "EXECUTOR": "nope.Executor",
+    }
+    with override_settings(HELIX=helix):
+        messages = check_settings()
+    assert ids(messages) == ["helix_django.E002", "helix_django.E003", "helix_django.E004", "helix_django.W001"]
+    assert all(m.hint for m in messages)
+
+
+def test_not_a_dict():
+    with override_settings(HELIX=["x"]):
+        assert ids(check_settings()) == ["helix_django.E001"]
+
+
+@pytest.mark.filterwarnings("ignore:Overriding setting DATABASES")
+def test_missing_channel_layer_and_sqlite_without_wal(settings):
+    settings.CHANNEL_LAYERS = {}
+    db = dict(settings.DATABASES["default"])
+    if db["ENGINE"].endswith("sqlite3"):
+        db["OPTIONS"] = {}
+        settings.DATABASES = {**settings.DATABASES, "default": db}
+        assert ids(check_settings()) == ["helix_django.W002", "helix_django.W003"]
+    else:
+        assert ids(check_settings()) == ["helix_django.W002"]
