@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import uuid
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -161,8 +162,8 @@ class RedisStreamManager(BaseStreamManager):
                     connection_class=connection_class,
                     decode_responses=True,
                     socket_timeout=socket_timeout,
-                    # A write is not idempotent: never resend it on a lost reply.
-                    retry=Retry(NoBackoff(), 0),
+                    # One resend on a lost connection (a restarted Redis): writes carry a batch id.
+                    retry=Retry(NoBackoff(), 1),
                     **kwargs,
                 )
                 return aioredis.Redis(connection_pool=pool)
@@ -252,7 +253,7 @@ class RedisStreamManager(BaseStreamManager):
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         if not chunks:
             return []
-        args = [run_id, self.ttl_seconds, self.channel, stream_id, *(_dumps(c) for c in chunks)]
+        args = [run_id, self.ttl_seconds, self.channel, stream_id, uuid.uuid4().hex, *(_dumps(c) for c in chunks)]
         head = int(await self._call("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args)))
         self.notifier.notify(stream_id, local_only=True)
         return list(range(head - len(chunks) + 1, head + 1))
@@ -264,7 +265,7 @@ class RedisStreamManager(BaseStreamManager):
         if error is not None:
             error_chunk = _dumps({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
         args = [run_id, self.ttl_seconds, self.channel, stream_id, status, end_status]
-        args += [_dumps(error) if error is not None else "", error_chunk]
+        args += [_dumps(error) if error is not None else "", error_chunk, uuid.uuid4().hex]
         values = await self._call(status, lambda s: s.scripts["status"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]

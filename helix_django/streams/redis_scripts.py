@@ -5,7 +5,8 @@ hash (``status``, ``head``, ``run_id``, ``epoch``, ``end_status``, ``error``) an
 ``KEYS[2]`` the Redis Stream of chunks, one entry per chunk with the explicit ID
 ``<sequence>-0`` and the JSON payload in field ``c``. Every write checks the run-id fence,
 allocates sequences from ``head``, refreshes the TTL of both keys and publishes the stream
-id on the manager's notify channel, all in one script. A refused write returns an error
+id on the manager's notify channel, all in one script. A write carries a batch id, so the
+client may resend it after a lost reply without storing it twice. A refused write returns an error
 reply starting with ``HELIXFENCE``; scripts return the meta fields in :data:`INFO_FIELDS` order.
 """
 
@@ -33,22 +34,34 @@ local function fenced(run_id, need_active)
   end
   return tonumber(m[3]) or 0
 end
+-- A batch resent after a lost reply (same batch id) is not stored twice: its head is returned.
+local function replayed(batch)
+  local last = redis.call('HMGET', KEYS[1], 'batch', 'batch_head')
+  if last[1] == batch then return tonumber(last[2]) end
+  return nil
+end
+local function remember(batch, head)
+  redis.call('HSET', KEYS[1], 'batch', batch, 'batch_head', string.format('%d', head))
+end
 local function add(head, payload)
   redis.call('XADD', KEYS[2], string.format('%d-0', head), 'c', payload)
 end
 """
 
-# ARGV: run_id, ttl, channel, stream_id, payload...  -> the new head (last sequence).
+# ARGV: run_id, ttl, channel, stream_id, batch_id, payload...  -> the batch's last sequence.
 APPEND = (
     _COMMON
     + """
 local head, why = fenced(ARGV[1], true)
 if not head then return redis.error_reply('HELIXFENCE ' .. why) end
-for i = 5, #ARGV do
+local done = replayed(ARGV[5])
+if done then return done end
+for i = 6, #ARGV do
   head = head + 1
   add(head, ARGV[i])
 end
 redis.call('HSET', KEYS[1], 'head', string.format('%d', head))
+remember(ARGV[5], head)
 touch(ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return head
@@ -75,16 +88,17 @@ return info()
 """
 )
 
-# ARGV: run_id, ttl, channel, stream_id, status, end_status, error_json, error_chunk_json|''  -> info.
+# ARGV: run_id, ttl, channel, stream_id, status, end_status, error_json, error_chunk_json|'', batch_id  -> info.
 SET_STATUS = (
     _COMMON
     + """
 local head, why = fenced(ARGV[1], false)
 if not head then return redis.error_reply('HELIXFENCE ' .. why) end
-if ARGV[8] ~= '' then
+if ARGV[8] ~= '' and not replayed(ARGV[9]) then
   head = head + 1
   add(head, ARGV[8])
   redis.call('HSET', KEYS[1], 'head', string.format('%d', head))
+  remember(ARGV[9], head)
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[5], 'end_status', ARGV[6], 'error', ARGV[7])
 touch(ARGV[2])

@@ -1,0 +1,224 @@
+"""Redis-only behaviour of the Redis stream manager (real redis-server; unreachable Redis fails)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+from django.test import override_settings
+
+from helix_django.errors import StreamConnectionError, StreamFenceError
+from helix_django.streams import load_stream_manager
+from tests.conftest import redis_url
+from tests.scale.services import RedisServer, free_port
+from tests.streams.conftest import redis_options
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.redis]
+
+TIMEOUT = 10
+BACKEND = "helix_django.streams.redis.RedisStreamManager"
+
+
+def make(alias: str = "helix", **options):
+    return load_stream_manager(
+        "r", {"r": {"BACKEND": BACKEND, "OPTIONS": redis_options(CONNECTION_ALIAS=alias, **options)}}
+    )
+
+
+def caches(alias: str, url: str) -> dict:
+    from django.conf import settings
+
+    return {**settings.CACHES, alias: {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url}}
+
+
+def chunk(n: int, run: str = "run_a") -> dict:
+    return {"type": "text-delta", "id": "t", "delta": f"c{n} ", "_run": run}
+
+
+async def collect(reader, limit: int | None = None) -> list[tuple[int, dict]]:
+    out = []
+    async for item in reader:
+        out.append(item)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+async def test_ttl_is_set_and_refreshed_on_every_write():
+    manager = make(stream_ttl=120)
+    sync = redis.Redis.from_url(redis_url())
+    meta, chunks = manager.keys("s1")
+    try:
+        await manager.claim_stream("s1", "run_a", epoch=1)
+        assert 0 < sync.ttl(meta) <= 120
+        await manager.append("s1", "run_a", [chunk(1)])
+        sync.expire(meta, 5)
+        sync.expire(chunks, 5)
+        await manager.append("s1", "run_a", [chunk(2)])
+        assert 100 < sync.ttl(meta) <= 120
+        assert 100 < sync.ttl(chunks) <= 120
+        sync.expire(meta, 5)
+        sync.expire(chunks, 5)
+        await manager.end_stream("s1", "run_a")
+        assert 100 < sync.ttl(meta) <= 120
+        assert 100 < sync.ttl(chunks) <= 120
+    finally:
+        await manager.aclose()
+        sync.close()
+
+
+async def test_keys_of_a_stream_share_one_hash_slot_and_chunk_ids_are_sequences():
+    manager = make()
+    sync = redis.Redis.from_url(redis_url(), decode_responses=True)
+    try:
+        meta, chunks = manager.keys("sess-9")
+        assert "{sess-9}" in meta
+        assert "{sess-9}" in chunks
+        await manager.claim_stream("sess-9", "run_a", epoch=7)
+        assert await manager.append("sess-9", "run_a", [chunk(1), chunk(2), chunk(3)]) == [1, 2, 3]
+        assert [entry_id for entry_id, _ in sync.xrange(chunks)] == ["1-0", "2-0", "3-0"]
+        stored = sync.hgetall(meta)
+        assert {k: stored[k] for k in ("status", "head", "run_id", "epoch", "end_status", "error")} == {
+            "status": "active",
+            "head": "3",
+            "run_id": "run_a",
+            "epoch": "7",
+            "end_status": "",
+            "error": "",
+        }
+    finally:
+        await manager.aclose()
+        sync.close()
+
+
+async def test_a_batch_resent_after_a_lost_reply_is_stored_once():
+    manager = make()
+    sync = redis.Redis.from_url(redis_url(), decode_responses=True)
+    try:
+        await manager.claim_stream("s1", "run_a", epoch=1)
+        append = manager._state().scripts["append"]
+        args = ["run_a", 600, manager.channel, "s1", "batch-1", '{"type":"text-delta","delta":"a"}', '{"type":"x"}']
+        assert await append(keys=manager.keys("s1"), args=args) == 2
+        assert await append(keys=manager.keys("s1"), args=args) == 2
+        assert await manager.append("s1", "run_a", [chunk(3)]) == [3]
+        assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
+        assert sync.xlen(manager.keys("s1")[1]) == 3
+    finally:
+        await manager.aclose()
+        sync.close()
+
+
+@pytest.mark.django_db
+async def test_unreachable_redis_raises_a_typed_retryable_error_never_absent():
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    with override_settings(CACHES=caches("helix_dead", dead)):
+        manager = make("helix_dead")
+        for call in (
+            manager.get_info("s1"),
+            manager.read_after("s1", 0),
+            manager.create_resumable_reader("s1"),
+            manager.create_resumable_reader("s1", wait_for_live=True),
+            manager.claim_stream("s1", "run_a", epoch=1),
+            manager.append("s1", "run_a", [chunk(1)]),
+            manager.end_stream("s1", "run_a"),
+        ):
+            with pytest.raises(StreamConnectionError) as excinfo:
+                await call
+            assert excinfo.value.is_retryable
+            assert excinfo.value.to_body()["code"] == "transport_stream_connection"
+        await manager.aclose()
+
+
+async def test_reader_of_another_manager_instance_wakes_through_pubsub_not_polling():
+    writer = make()
+    other = load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**writer.options}}})
+    try:
+        await writer.claim_stream("s1", "run_a", epoch=1)
+        reader = await other.create_resumable_reader("s1")
+        reader.fail_safe_seconds = 3600
+        task = asyncio.ensure_future(collect(reader))
+        for _ in range(10_000):
+            if other.notifier.waiter_count("s1"):
+                break
+            await asyncio.sleep(0)
+        started = time.monotonic()
+        await writer.append("s1", "run_a", [chunk(1)])
+        await writer.end_stream("s1", "run_a")
+        got = await asyncio.wait_for(task, TIMEOUT)
+        assert [s for s, _ in got] == [1]
+        assert time.monotonic() - started < 2
+    finally:
+        await writer.aclose()
+        await other.aclose()
+
+
+@pytest.mark.django_db
+async def test_redis_restart_with_aof_keeps_acknowledged_chunks_and_never_reuses_a_sequence():
+    server = RedisServer()
+    server.start()
+    try:
+        with override_settings(CACHES=caches("helix_private", server.url)):
+            manager = make("helix_private")
+            await manager.claim_stream("s1", "run_a", epoch=1)
+            assert await manager.append("s1", "run_a", [chunk(i) for i in range(1, 6)]) == [1, 2, 3, 4, 5]
+            reader = await manager.create_resumable_reader("s1")
+            reader.fail_safe_seconds = 3600
+            assert [s for s, _ in await asyncio.wait_for(collect(reader, 5), TIMEOUT)] == [1, 2, 3, 4, 5]
+
+            server.stop()
+            with pytest.raises(StreamConnectionError):
+                await manager.append("s1", "run_a", [chunk(6)])
+            with pytest.raises(StreamConnectionError):
+                await manager.get_info("s1")
+            with pytest.raises(StreamConnectionError):
+                await asyncio.wait_for(reader.__anext__(), TIMEOUT)
+
+            server.start()
+            # The reader re-opens from its cursor: only later chunks, each once.
+            assert reader.current_sequence == 5
+            resumed = await manager.create_resumable_reader("s1", from_sequence=reader.current_sequence)
+            resumed.fail_safe_seconds = 3600
+            tail = asyncio.ensure_future(collect(resumed))
+            assert await manager.append("s1", "run_a", [chunk(6), chunk(7)]) == [6, 7]
+            await manager.end_stream("s1", "run_a")
+            got = await asyncio.wait_for(tail, TIMEOUT)
+            assert [(s, c["delta"]) for s, c in got] == [(6, "c6 "), (7, "c7 ")]
+            everything = await manager.read_all("s1")
+            assert [s for s, _ in everything] == [1, 2, 3, 4, 5, 6, 7]
+            # The claim survived the restart: a stale run is still fenced.
+            with pytest.raises(StreamFenceError):
+                await manager.claim_stream("s1", "run_old", epoch=0)
+            await manager.aclose()
+    finally:
+        server.cleanup()
+
+
+@pytest.mark.django_db
+async def test_a_parked_reader_wakes_after_the_subscription_reconnects():
+    server = RedisServer()
+    server.start()
+    try:
+        with override_settings(CACHES=caches("helix_private", server.url)):
+            writer = make("helix_private")
+            follower = load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**writer.options}}})
+            await writer.claim_stream("s1", "run_a", epoch=1)
+            await writer.append("s1", "run_a", [chunk(1)])
+            reader = await follower.create_resumable_reader("s1", from_sequence=1)
+            reader.fail_safe_seconds = 3600
+            server.stop()
+            server.start()
+            nxt = asyncio.ensure_future(reader.__anext__())
+            for _ in range(10_000):
+                if follower.notifier.waiter_count("s1"):
+                    break
+                await asyncio.sleep(0)
+            # Published before or after the follower re-subscribed: either way it is delivered.
+            await writer.append("s1", "run_a", [chunk(2)])
+            seq, item = await asyncio.wait_for(nxt, TIMEOUT)
+            assert (seq, item["delta"]) == (2, "c2 ")
+            await writer.aclose()
+            await follower.aclose()
+    finally:
+        server.cleanup()
