@@ -1,0 +1,201 @@
+"""The three ways recovery ends a run: interrupted, completed from the provider, cancelled.
+
+Each writes the terminal commit through the store (partial output kept as a partial
+message), then closes the run's stream as the run itself (fenced on its run id, so a
+later turn's stream is never touched), then logs sanitized telemetry.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from helix_django import store, telemetry
+from helix_django.errors import RunCancelledError, RunInterruptedError, StreamConnectionError, StreamFenceError
+from helix_django.models import Checkpoint, CheckpointKind, Run, RunStatus
+from helix_django.models.run import SCANNED_STATUSES
+from helix_django.protocol import RUN_KEY
+from helix_django.recovery.partial import (
+    PartialOutput,
+    apply_chunks,
+    aread_run_chunks,
+    arebuild_partial,
+    current_row,
+    drop_uncommitted_step,
+    last_step_sequence,
+    text_chars,
+)
+from helix_django.signals import run_finished
+from helix_django.streams import get_stream_manager
+
+logger = logging.getLogger(__name__)
+
+#: Statuses recovery may end a run from, besides the live ones the store already allows.
+ENDABLE_FROM = frozenset({*SCANNED_STATUSES, RunStatus.INTERRUPTED, RunStatus.FAILED})
+
+
+def _fresh(run_id: str) -> Run:
+    return Run.objects.get(pk=run_id)
+
+
+async def aclose_stream(run: Run, chunks: list[dict[str, Any]], *, end_status: str | None, error: dict | None) -> None:
+    """Append ``chunks`` as ``run`` and end (or fail) its stream; a later run's claim is left alone."""
+    manager = get_stream_manager()
+    marked = [{**chunk, RUN_KEY: run.id} for chunk in chunks]
+    try:
+        info = await manager.get_info(run.session_id)
+        if info is None or info.run_id != run.id:
+            return
+        if info.status != "active":
+            epoch = await sync_to_async(
+                lambda: (
+                    Checkpoint.objects.filter(run=run, kind=CheckpointKind.RUN_START)
+                    .values_list("id", flat=True)
+                    .first()
+                )
+            )()
+            if epoch is None:
+                return
+            await manager.claim_stream(run.session_id, run.id, epoch=epoch)
+        if marked:
+            await manager.append(run.session_id, run.id, marked)
+        if error is not None:
+            await manager.fail_stream(run.session_id, run.id, error)
+        else:
+            await manager.end_stream(run.session_id, run.id, end_status=end_status or "completed")
+    except StreamFenceError:
+        logger.info("helix recovery: stream of run %s is held by a later run; left alone", run.id)
+    except StreamConnectionError:
+        logger.warning("helix recovery: stream of run %s could not be closed (backend unavailable)", run.id)
+
+
+async def _head(run: Run, partial: PartialOutput | None) -> int:
+    try:
+        info = await get_stream_manager().get_info(run.session_id)
+    except StreamConnectionError:
+        info = None
+    heads = [run.start_sequence, partial.last_sequence if partial else 0, info.head_sequence if info else 0]
+    return max(heads)
+
+
+async def ainterrupt(run: Run, partial: PartialOutput, *, stage: str, cause: str, invalidate: bool = False) -> Run:
+    """End ``run`` as ``interrupted``: partial output kept, unknown tool outcomes marked, stream failed.
+
+    The stream gets one ``helix-run-end`` and a typed, retryable ``run_interrupted`` error
+    body. Raises RunSupersededError when the run changed meanwhile (e.g. it was cancelled).
+    """
+    tools_unknown = await store.amark_unknown_tool_outcomes(run.id)
+    await store.acommit_terminal(
+        run.id,
+        RunStatus.INTERRUPTED,
+        response_message=partial.message if partial.message["parts"] else None,
+        stream_sequence=await _head(run, partial),
+        error=RunInterruptedError(cause=cause),
+        stage=stage[:32],
+        allow_terminal_from=ENDABLE_FROM,
+    )
+    if invalidate:
+        await store.arecord_recovery(run.id, is_continuation_valid=False)
+    body = RunInterruptedError(cause=cause, runId=run.id).to_body()
+    await aclose_stream(run, [{"type": "helix-run-end", "status": "interrupted"}], end_status=None, error=body)
+    ended = await sync_to_async(_fresh)(run.id)
+    await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.INTERRUPTED)
+    telemetry.emit(
+        "run.interrupted",
+        **telemetry.run_fields(ended),
+        previous_status=run.status,
+        stage=stage,
+        reason=cause,
+        partial_chars=partial.text_chars,
+        chunk_count=partial.chunk_count,
+        tools_unknown=tools_unknown,
+    )
+    return ended
+
+
+async def acomplete_from_provider(run: Run, result: Any) -> Run:
+    """End ``run`` as ``completed`` with the provider operation's final output (000, "Reconcile").
+
+    The response is the run's last committed step plus the operation's reasoning and
+    text. Readers get a ``data-stream-resync`` (reason ``crash_recovery``) so they reload
+    the snapshot. Raises RunSupersededError when the run changed meanwhile.
+    """
+    if run.is_live:
+        current: dict[str, Any] | None = (await arebuild_partial(run)).message
+    else:
+        current = await sync_to_async(current_row)(run)
+    chunks = await aread_run_chunks(run)
+    committed = await sync_to_async(last_step_sequence)(run)
+    base = drop_uncommitted_step(current, chunks, committed) if current else None
+    synthetic: list[dict[str, Any]] = [{"type": "start-step"}]
+    for kind, text in (("reasoning", result.reasoning), ("text", result.text)):
+        if text:
+            synthetic += [
+                {"type": f"{kind}-start", "id": f"{kind}-recovered"},
+                {"type": f"{kind}-delta", "id": f"{kind}-recovered", "delta": text},
+                {"type": f"{kind}-end", "id": f"{kind}-recovered"},
+            ]
+    synthetic += [{"type": "finish-step"}, {"type": "finish", "finishReason": result.finish_reason or "stop"}]
+    acc = apply_chunks(base, run.response_message_id, [(0, c) for c in synthetic])
+    message = acc.snapshot(close=True)
+    head = await _head(run, None)
+    cp = await store.acommit_terminal(
+        run.id,
+        RunStatus.COMPLETED,
+        response_message=message,
+        stream_sequence=head,
+        stage="",
+        allow_terminal_from=ENDABLE_FROM,
+    )
+    resync = {
+        "type": "data-stream-resync",
+        "data": {
+            "reason": "crash_recovery",
+            "runId": run.id,
+            "checkpointId": cp.id,
+            "messageCount": cp.message_count,
+            "stepCount": cp.step_count,
+            "fromSequence": head,
+        },
+    }
+    await aclose_stream(
+        run, [resync, {"type": "helix-run-end", "status": "completed"}], end_status="completed", error=None
+    )
+    ended = await sync_to_async(_fresh)(run.id)
+    await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.COMPLETED)
+    telemetry.emit(
+        "run.finished", **telemetry.run_fields(ended), reason="provider_completed", partial_chars=text_chars(message)
+    )
+    return ended
+
+
+async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_cancel_result: str) -> Run:
+    """End ``run`` as ``cancelled`` (its partial output kept); a cancelled run is never resumed on its own.
+
+    Raises RunSupersededError when the run changed meanwhile.
+    """
+    from django.utils import timezone
+
+    await store.arecord_recovery(
+        run.id,
+        cancel_requested_at=run.cancel_requested_at or timezone.now(),
+        provider_cancel_result=provider_cancel_result,
+    )
+    message = partial.message if partial is not None else await sync_to_async(current_row)(run)
+    await store.acommit_terminal(
+        run.id,
+        RunStatus.CANCELLED,
+        response_message=message if message and message.get("parts") else None,
+        stream_sequence=await _head(run, partial),
+        error=RunCancelledError(),
+        stage=run.interrupted_stage or run.status,
+        allow_terminal_from=ENDABLE_FROM,
+    )
+    if run.status != RunStatus.INTERRUPTED:
+        await aclose_stream(run, [{"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None)
+    ended = await sync_to_async(_fresh)(run.id)
+    await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.CANCELLED)
+    telemetry.emit("run.finished", **telemetry.run_fields(ended), reason="cancelled", outcome=provider_cancel_result)
+    return ended

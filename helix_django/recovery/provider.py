@@ -1,0 +1,109 @@
+"""The provider of a run, and bounded status queries of its durable operation.
+
+000, "Recovery should have bounded automation": a transient failure of a status query is
+retried (a few times, with short delays); nothing else is retried automatically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import Any
+
+from django.utils.module_loading import import_string
+
+from helix_django.conf import helix_settings
+from helix_django.errors import HelixError
+from helix_django.models import Run
+
+logger = logging.getLogger(__name__)
+
+#: Seconds to wait before the 2nd and 3rd status query (three queries at most).
+STATUS_RETRY_DELAYS_SECONDS = (0.2, 0.5)
+#: Seconds one status query may take.
+STATUS_QUERY_TIMEOUT_SECONDS = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class StatusQuery:
+    """The outcome of querying a run's provider operation."""
+
+    result: Any | None
+    """The provider's ``OperationResult`` (``status``: in_progress, completed, failed, cancelled, unknown) or None."""
+    attempts: int
+    """Queries made (0 when the provider cannot be queried)."""
+    reason: str
+    """``ok``, ``no_operation``, ``not_supported`` or ``status_unavailable`` (every query failed)."""
+
+
+def provider_for(run: Run) -> Any | None:
+    """Return a provider instance configured for ``run``'s agent, or None when it cannot be built.
+
+    Reads ``HELIX["AGENTS"][run.agent]["PROVIDER"]``; never raises for configuration
+    problems (the relaunch scan then treats the operation as not queryable).
+    """
+    agent = (helix_settings.AGENTS or {}).get(run.agent) or (helix_settings.AGENTS or {}).get(
+        helix_settings.DEFAULT_AGENT
+    )
+    try:
+        config = agent["PROVIDER"]
+        return import_string(config["BACKEND"])(config.get("OPTIONS", {}))
+    except (KeyError, TypeError, ImportError):
+        logger.warning("helix recovery: provider of agent %s cannot be loaded", run.agent)
+        return None
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, HelixError):
+        return exc.is_retryable
+    return isinstance(exc, (OSError, asyncio.TimeoutError, ConnectionError))
+
+
+async def aquery_operation(run: Run, provider: Any | None = None) -> StatusQuery:
+    """Ask the provider for the state of ``run.provider_operation_id``, retrying transient failures.
+
+    At most ``1 + len(STATUS_RETRY_DELAYS_SECONDS)`` queries. Never raises for a provider
+    failure: it is reported as ``reason="status_unavailable"``.
+    """
+    if not run.provider_operation_id:
+        return StatusQuery(None, 0, "no_operation")
+    provider = provider if provider is not None else provider_for(run)
+    if provider is None or not getattr(provider, "supports_retrieve", False):
+        return StatusQuery(None, 0, "not_supported")
+    delays = (0.0, *STATUS_RETRY_DELAYS_SECONDS)
+    for attempt, delay in enumerate(delays, start=1):
+        if delay:
+            await asyncio.sleep(delay)
+        try:
+            result = await asyncio.wait_for(
+                provider.retrieve(run.provider_operation_id), timeout=STATUS_QUERY_TIMEOUT_SECONDS
+            )
+        except Exception as exc:  # noqa: BLE001 - classified below, never logged with its text
+            if not _is_transient(exc):
+                logger.warning("helix recovery: status query of run %s failed (%s)", run.id, type(exc).__name__)
+                return StatusQuery(None, attempt, "status_unavailable")
+            continue
+        return StatusQuery(result, attempt, "ok")
+    return StatusQuery(None, len(delays), "status_unavailable")
+
+
+async def acancel_operation(run: Run, provider: Any | None = None) -> str:
+    """Ask the provider to stop ``run``'s operation; return its answer or ``not_supported``/``failed``.
+
+    Answers: ``cancelled``, ``already_finished``, ``unknown`` (provider), ``not_supported``,
+    ``no_operation`` or ``failed`` (the request failed; the outcome is uncertain).
+    """
+    if not run.provider_operation_id:
+        return "no_operation"
+    provider = provider if provider is not None else provider_for(run)
+    if provider is None or not getattr(provider, "supports_cancel", False):
+        return "not_supported"
+    try:
+        answer = await asyncio.wait_for(
+            provider.cancel(run.provider_operation_id), timeout=STATUS_QUERY_TIMEOUT_SECONDS
+        )
+    except Exception as exc:  # noqa: BLE001 - the outcome is uncertain, recorded as such
+        logger.warning("helix recovery: provider cancel of run %s failed (%s)", run.id, type(exc).__name__)
+        return "failed"
+    return str(answer)[:64]

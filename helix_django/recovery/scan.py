@@ -1,0 +1,185 @@
+"""The relaunch scan: find runs left in flight by a dead process and decide their state.
+
+000, "Recovery on app relaunch": for each run in ``starting``, ``streaming``, ``tooling``
+or ``recovering`` whose lease expired:
+
+1. did the process exit normally? (the run wrote its ``finish`` and ``helix-run-end``
+   chunks but died before the terminal commit -> complete it from those chunks);
+2. is there a provider operation id? 3. which tool executions are persisted? (started
+   without a result -> ``unknown``, never re-run);
+4. query the provider's durable state where it can be queried (bounded retries) ->
+   ``completed`` from the provider's output;
+5. otherwise mark the run ``interrupted``, partial output kept, its stream failed with a
+   typed, retryable ``run_interrupted`` error;
+6. the fitting actions are then offered by :func:`~helix_django.recovery.inventory.available_actions`.
+
+It never restarts a generation and never re-runs a tool. A cancel request recorded
+before the process died ends the run ``cancelled``: a cancelled run stays cancelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import Counter
+from datetime import datetime
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from helix_django import store, telemetry
+from helix_django.errors import RunSupersededError
+from helix_django.models import Run, RunStatus
+from helix_django.models.run import SCANNED_STATUSES
+from helix_django.recovery.inventory import lease_expired_q
+from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
+from helix_django.recovery.partial import arebuild_partial
+from helix_django.recovery.provider import aquery_operation
+
+
+@dataclasses.dataclass
+class RunDecision:
+    """What the scan decided (or, in a dry run, would decide) for one run."""
+
+    run_id: str
+    previous_status: str
+    outcome: str
+    """``interrupted``, ``completed``, ``cancelled``, ``skipped`` (changed meanwhile) or ``would_recover`` (dry run)."""
+    reason: str = ""
+    """Why: ``process_lost``, ``exited_normally``, ``provider_completed``, ``provider_in_progress``,
+    ``provider_failed``, ``operation_unknown``, ``status_unavailable``, ``cancel_requested``..."""
+    stage: str = ""
+    partial_chars: int = 0
+
+
+@dataclasses.dataclass
+class ScanReport:
+    """All decisions of one scan."""
+
+    decisions: list[RunDecision] = dataclasses.field(default_factory=list)
+    is_dry_run: bool = False
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Return ``{outcome: count}`` plus ``scanned``."""
+        counts = Counter(d.outcome for d in self.decisions)
+        return {"scanned": len(self.decisions), **dict(sorted(counts.items()))}
+
+
+def _stage(run: Run, has_chunks: bool) -> str:
+    if run.status == RunStatus.STARTING:
+        return "starting" if not run.provider_operation_id else "awaiting_first_token"
+    if run.status == RunStatus.STREAMING and not has_chunks:
+        return "awaiting_first_token"
+    return str(run.status)
+
+
+def expired_run_ids(now: datetime | None = None, limit: int | None = None) -> list[str]:
+    """Return ids of runs in scanned statuses whose lease expired, oldest first."""
+    qs = Run.objects.filter(lease_expired_q(now), status__in=SCANNED_STATUSES).order_by("created_at")
+    ids = qs.values_list("id", flat=True)
+    return list(ids[:limit] if limit else ids)
+
+
+async def arecover_run(
+    run_id: str, *, dry_run: bool = False, force: bool = False, query_provider: bool = True
+) -> RunDecision:
+    """Inspect one run and end it as the six steps say (module docstring); return the decision.
+
+    Without ``force`` a run whose lease is still live, or that is no longer in a scanned
+    status, is ``skipped``. ``query_provider=False`` skips step 4 (staff's "Mark interrupted").
+    Raises RunNotFoundError for an unknown run; StreamConnectionError when chunks cannot be read.
+    """
+    run = await Run.objects.filter(pk=run_id).afirst()
+    if run is None:
+        from helix_django.errors import RunNotFoundError
+
+        raise RunNotFoundError()
+    decision = RunDecision(run.id, run.status, "skipped")
+    expired = await Run.objects.filter(lease_expired_q(), pk=run_id).aexists()
+    if run.status not in SCANNED_STATUSES or not (expired or force):
+        decision.reason = "not_in_flight" if run.status not in SCANNED_STATUSES else "lease_live"
+        return decision
+    started = time.monotonic()
+    partial = await arebuild_partial(run)
+    decision.partial_chars = partial.text_chars
+    decision.stage = _stage(run, partial.chunk_count > 0)
+    if dry_run:
+        decision.outcome, decision.reason = "would_recover", "dry_run"
+        return decision
+    try:
+        await _decide(run, partial, decision, query_provider=query_provider)
+    except RunSupersededError:
+        decision.outcome, decision.reason = "skipped", "changed_meanwhile"
+    telemetry.emit(
+        "recovery.outcome",
+        run_id=run.id,
+        session_id=run.session_id,
+        provider=run.provider,
+        model=run.model,
+        action="relaunch_scan",
+        outcome=decision.outcome,
+        reason=decision.reason,
+        stage=decision.stage,
+        partial_chars=decision.partial_chars,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+    return decision
+
+
+async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: bool) -> None:
+    # 0. a person asked to cancel before the process died: it stays cancelled.
+    if run.cancel_requested_at is not None or partial.end_status == "cancelled":
+        await acancel_ended(run, partial, provider_cancel_result=run.provider_cancel_result or "not_requested")
+        decision.outcome, decision.reason = "cancelled", "cancel_requested"
+        return
+    # 1. the process finished the run's output but died before its terminal commit.
+    if partial.has_finish and partial.end_status in ("", "completed"):
+        await store.acommit_terminal(
+            run.id,
+            RunStatus.COMPLETED,
+            response_message=partial.message,
+            stream_sequence=partial.last_sequence,
+        )
+        await aclose_stream(run, [{"type": "helix-run-end", "status": "completed"}], end_status="completed", error=None)
+        decision.outcome, decision.reason = "completed", "exited_normally"
+        return
+    # 2-4. a provider operation whose durable state can be queried.
+    cause, invalidate = "process_lost", False
+    if query_provider and run.provider_operation_id:
+        query = await aquery_operation(run)
+        result = query.result
+        if result is not None and result.status == "completed" and not result.tool_calls:
+            await acomplete_from_provider(run, result)
+            decision.outcome, decision.reason = "completed", "provider_completed"
+            return
+        if result is None:
+            cause = query.reason if query.reason != "ok" else "status_unavailable"
+        elif result.status == "unknown":
+            cause, invalidate = "operation_unknown", True
+        elif result.status == "completed":
+            cause = "provider_requested_tools"
+        else:
+            cause = f"provider_{result.status}"
+    # 5. mark interrupted (tool outcomes classified inside), partial kept, stream failed.
+    await ainterrupt(run, partial, stage=decision.stage, cause=cause[:40], invalidate=invalidate)
+    decision.outcome, decision.reason = "interrupted", cause
+
+
+async def arecover(*, dry_run: bool = False, limit: int | None = None, now: datetime | None = None) -> ScanReport:
+    """Run the relaunch scan over every expired in-flight run (module docstring); return the report.
+
+    A run that fails to be read is reported as ``skipped`` with reason ``error:<code>``;
+    the scan goes on with the next run.
+    """
+    from helix_django.errors import as_helix_error
+
+    now = now or timezone.now()
+    report = ScanReport(is_dry_run=dry_run)
+    for run_id in await sync_to_async(expired_run_ids)(now, limit):
+        try:
+            report.decisions.append(await arecover_run(run_id, dry_run=dry_run))
+        except Exception as exc:  # noqa: BLE001 - one bad run must not stop the scan
+            report.decisions.append(RunDecision(run_id, "", "skipped", f"error:{as_helix_error(exc).code}"))
+    telemetry.emit("recovery.scan", **{k: v for k, v in report.counts.items() if k in telemetry.ALLOWED_FIELDS})
+    return report
