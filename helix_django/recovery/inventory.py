@@ -167,3 +167,20 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
     if out[DISCARD_PARTIAL].is_available and not is_current:
         put(DISCARD_PARTIAL, _("A later turn exists in this conversation; its rows cannot be removed."))
     return out
+
+
+def supports_retrieve(run: Run) -> bool:
+    """Whether ``run``'s provider declares the ``retrieve`` capability (no network call)."""
+    from helix_django.recovery.provider import provider_for
+
+    provider = provider_for(run)
+    return bool(provider is not None and getattr(provider, "supports_retrieve", False))
+
+
+def inventory(run: Run) -> dict[str, Availability]:
+    """Return :func:`available_actions` for ``run``, reading its tools and session (a few queries)."""
+    from helix_django.models import ChatSession
+
+    executions = list(ToolExecution.objects.filter(run=run))
+    current = ChatSession.objects.filter(pk=run.session_id, current_run_id=run.id).exists()
+    return available_actions(run, executions=executions, is_current=current, supports_retrieve=supports_retrieve(run))

@@ -1,0 +1,198 @@
+"""Staff recovery actions on one run (000, "Recovery actions should reflect certainty").
+
+Each action first checks :func:`~helix_django.recovery.inventory.inventory` and raises
+RunNotActionableError (``cause`` = the action) when it does not apply. The names say what
+happens:
+
+- **Check status** (``check_status``): ask the provider about the run's operation by id;
+  complete the run from the provider's output when it finished (reconcile, no inference);
+- **Mark interrupted**: end a stuck run as interrupted, partial output kept;
+- **Cancel**: end the run cancelled and ask the provider to stop its operation;
+- **Regenerate**: a new attempt at the turn from the last safe checkpoint (new inference);
+- **Continue**: a new run that continues from the partial output / continuation state
+  (new inference, shown as a new generation, never as a resume);
+- **Keep partial** / **Discard partial**: keep the partial text as a partial assistant
+  message, or remove it from the conversation (archived, still auditable).
+
+Only Regenerate and Continue start inference, through the runtime executor. Nothing
+here re-runs a tool. Every action emits ``recovery.action`` and ``recovery.outcome``
+telemetry and the ``recovery_action_taken`` signal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from helix_django import store, telemetry
+from helix_django.errors import RunNotActionableError, RunNotFoundError, RunSupersededError
+from helix_django.models import ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
+from helix_django.models.run import SCANNED_STATUSES
+from helix_django.recovery import inventory as inv
+from helix_django.recovery.outcomes import acancel_ended, acomplete_from_provider, ainterrupt
+from helix_django.recovery.partial import arebuild_partial
+from helix_django.recovery.provider import acancel_operation, aquery_operation
+from helix_django.recovery.scan import arecover_run
+from helix_django.signals import recovery_action_taken
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionResult:
+    """What an action did: ``outcome`` is a short code, ``new_run_id`` the run it started (if any)."""
+
+    action: str
+    run_id: str
+    outcome: str
+    new_run_id: str = ""
+
+
+def _owner() -> str:
+    return f"recovery:{socket.gethostname()}:{os.getpid()}"[:128]
+
+
+async def _load(run_id: str, action: str) -> Run:
+    run = await Run.objects.filter(pk=run_id).afirst()
+    if run is None:
+        raise RunNotFoundError()
+    offer = (await sync_to_async(inv.inventory)(run))[action]
+    if not offer.is_available:
+        raise RunNotActionableError(offer.reason, cause=action)
+    return run
+
+
+def _executor() -> Any:
+    from helix_django.runtime.executor import get_executor
+
+    return get_executor()
+
+
+async def _check_status(run: Run) -> tuple[str, str]:
+    if run.status in SCANNED_STATUSES:
+        decision = await arecover_run(run.id, force=True)
+        return decision.outcome, ""
+    if not await store.atransition_run(
+        run.id, frozenset({run.status}), RunStatus.RECOVERING, lease_owner=_owner(), lease_seconds=60
+    ):
+        raise RunNotActionableError(cause="check_status")
+    recovering = await Run.objects.aget(pk=run.id)
+    query = await aquery_operation(recovering)
+    result = query.result
+    try:
+        if result is not None and result.status == "completed" and not result.tool_calls:
+            await acomplete_from_provider(recovering, result)
+            return "completed", ""
+        partial = await arebuild_partial(recovering)
+        cause = query.reason if result is None else f"provider_{result.status}"
+        invalidate = result is not None and result.status == "unknown"
+        await ainterrupt(
+            recovering, partial, stage=run.interrupted_stage or "recovering", cause=cause, invalidate=invalidate
+        )
+        return cause, ""
+    except RunSupersededError:
+        # Cancelled (or otherwise ended) while the provider was being asked: that decision stands.
+        return "changed_meanwhile", ""
+
+
+async def _cancel(run: Run) -> tuple[str, str]:
+    await store.arecord_recovery(run.id, cancel_requested_at=timezone.now())
+    answer = await acancel_operation(run)
+    partial = await arebuild_partial(run) if run.is_live else None
+    try:
+        await acancel_ended(run, partial, provider_cancel_result=answer)
+    except RunSupersededError:
+        return "changed_meanwhile", ""
+    return "cancelled", ""
+
+
+async def _start(run: Run, action: str) -> tuple[str, str]:
+    session = await ChatSession.objects.aget(pk=run.session_id)
+    executor = _executor()
+    if action == inv.REGENERATE:
+        handle = await executor.regenerate(session=session)
+    else:
+        handle = await executor.continue_run(session=session, run_id=run.id)
+    return "started", handle.run_id
+
+
+async def aperform(action: str, run_id: str, *, actor_id: int | None = None) -> ActionResult:
+    """Perform recovery ``action`` (one of :data:`~helix_django.recovery.inventory.ACTIONS`) on a run.
+
+    Raises RunNotFoundError, RunNotActionableError (with the reason people see) and, for
+    Regenerate/Continue, the executor's typed errors.
+    """
+    if action not in inv.ACTIONS:
+        raise RunNotActionableError(cause="unknown_action")
+    run = await _load(run_id, action)
+    started = time.monotonic()
+    telemetry.emit("recovery.action", **telemetry.run_fields(run), action=action, actor_id=actor_id)
+    new_run_id = ""
+    if action == inv.CHECK_STATUS:
+        outcome, _ = await _check_status(run)
+    elif action == inv.MARK_INTERRUPTED:
+        outcome = (await arecover_run(run.id, force=True, query_provider=False)).outcome
+    elif action == inv.CANCEL:
+        outcome, _ = await _cancel(run)
+    elif action in (inv.REGENERATE, inv.CONTINUE):
+        outcome, new_run_id = await _start(run, action)
+    elif action == inv.KEEP_PARTIAL:
+        outcome = "kept"
+    else:
+        head = (await sync_to_async(_head)(run)) or run.start_sequence
+        await store.aarchive_response(run.id, stream_sequence=head)
+        await store.arecord_recovery(run.id, is_continuation_valid=False)
+        outcome = "discarded"
+    await store.arecord_recovery(run.id, recovery_action=action)
+    ended = await Run.objects.aget(pk=run.id)
+    await sync_to_async(recovery_action_taken.send)(sender=Run, run=ended, action=action, outcome=outcome)
+    telemetry.emit(
+        "recovery.outcome",
+        **telemetry.run_fields(ended),
+        action=action,
+        outcome=outcome,
+        new_run_id=new_run_id,
+        actor_id=actor_id,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+    return ActionResult(action, run.id, outcome, new_run_id)
+
+
+def _head(run: Run) -> int:
+    from helix_django.models import Checkpoint
+
+    return (
+        Checkpoint.objects.filter(session_id=run.session_id)
+        .order_by("-id")
+        .values_list("stream_sequence", flat=True)
+        .first()
+        or 0
+    )
+
+
+async def aresolve_tool(execution_id: int, *, executed: bool, result: Any = None, actor_id: int | None = None) -> None:
+    """Resolve a tool execution whose outcome is ``unknown`` (000, "Reconcile before retrying unknown side effects").
+
+    ``executed=True`` records that it ran, with its JSON ``result`` (Continue/Regenerate then
+    reuse it instead of running the tool again); ``executed=False`` records that it did not
+    run (``failed``, error code ``not_executed``). Raises RunNotActionableError
+    (``cause: tool_not_unknown``) when the execution is not ``unknown``.
+    """
+    execution = await ToolExecution.objects.select_related("run").filter(pk=execution_id).afirst()
+    if execution is None:
+        raise RunNotActionableError(cause="tool_not_unknown")
+    status = ToolExecutionStatus.SUCCEEDED if executed else ToolExecutionStatus.FAILED
+    await store.aresolve_tool_execution(
+        execution_id, status=status, result=result if executed else None, error_code="" if executed else "not_executed"
+    )
+    telemetry.emit(
+        "recovery.outcome",
+        **telemetry.run_fields(execution.run),
+        action="resolve_tool",
+        outcome="executed" if executed else "not_executed",
+        actor_id=actor_id,
+    )

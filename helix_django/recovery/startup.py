@@ -1,0 +1,69 @@
+"""Run the relaunch scan when an ASGI process starts, without queries in ``AppConfig.ready()``.
+
+Wrap the site's ASGI application::
+
+    from helix_django.recovery.startup import RecoveryOnStartup
+    application = RecoveryOnStartup(ProtocolTypeRouter({...}))
+
+On the first ASGI call of the process (a lifespan ``startup`` event where the server sends
+one, else the first HTTP/WebSocket connection), a background task runs the scan once, then
+again every ``HELIX["LEASE_SECONDS"]`` while the process lives, because the leases of a
+dead process expire only after that long. The scan never delays the request that
+triggered it, and a failing scan is logged, never raised into a request. Daphne sends no
+lifespan events, which is why the first connection is the fallback trigger.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from helix_django.conf import helix_settings
+
+logger = logging.getLogger(__name__)
+
+
+class RecoveryOnStartup:
+    """ASGI middleware that schedules the periodic relaunch scan on the first call of the process."""
+
+    def __init__(self, app: Any, *, interval_seconds: float | None = None) -> None:
+        self.app = app
+        self.interval_seconds = interval_seconds
+        self.task: asyncio.Task | None = None
+        """The background scan task (None until the first ASGI call)."""
+        self.scans = 0
+        """Scans completed by this process."""
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._loop())
+        if scope.get("type") == "lifespan":
+            return await self._lifespan(receive, send)
+        return await self.app(scope, receive, send)
+
+    async def _lifespan(self, receive: Any, send: Any) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.task is not None:
+                    self.task.cancel()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _loop(self) -> None:
+        from helix_django.recovery.scan import arecover
+
+        while True:
+            try:
+                report = await arecover()
+                self.scans += 1
+                if report.decisions:
+                    logger.info("helix relaunch scan: %s", report.counts)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a scan failure must never reach a request
+                logger.exception("helix relaunch scan failed")
+            await asyncio.sleep(self.interval_seconds or helix_settings.LEASE_SECONDS)
