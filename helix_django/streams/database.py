@@ -31,6 +31,9 @@ from helix_django.streams.base import (
     raise_connection_error,
 )
 
+#: Compact JSON of a stored chunk; one shared encoder (``json.dumps`` with options builds one per call).
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
 
 def _info(row: Stream) -> StreamInfo:
     return StreamInfo(
@@ -49,6 +52,7 @@ class DatabaseStreamManager(BaseStreamManager):
         super().__init__(alias, options)
         self.using = options.get("DATABASE") or router.db_for_write(StreamChunk)
         self._chunk_table = StreamChunk._meta.db_table
+        self._stream_table = Stream._meta.db_table
         from helix_django.streams.broadcast import attach_broadcast
 
         attach_broadcast(self)
@@ -61,6 +65,25 @@ class DatabaseStreamManager(BaseStreamManager):
             raise StreamFenceError(cause="stream_claimed_by_other_run")
         return row
 
+    def _select_info(self, stream_id: str, *, for_update: bool = False) -> StreamInfo | None:
+        # Raw SQL on the hot paths (append, read): the ORM's query building and model
+        # instantiation cost more than the query itself (docs/performance.md).
+        connection = connections[self.using]
+        lock = " FOR UPDATE" if for_update and connection.features.has_select_for_update else ""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT status, head_sequence, run_id, claim_epoch, end_status, error "  # noqa: S608
+                f"FROM {self._stream_table} WHERE stream_id = %s{lock}",
+                [stream_id],
+            )
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        status, head, owner, epoch, end_status, error = row
+        if isinstance(error, str):
+            error = json.loads(error)
+        return StreamInfo(stream_id, status, head, owner, epoch, end_status, error)
+
     def _insert(self, stream_id: str, run_id: str, head: int, chunks: Sequence[Chunk]) -> list[int]:
         sequences = list(range(head + 1, head + 1 + len(chunks)))
         rows = [
@@ -71,7 +94,7 @@ class DatabaseStreamManager(BaseStreamManager):
                 chunk.get("_attempt", ""),
                 chunk.get("_step", 0),
                 chunk.get("type", ""),
-                json.dumps(chunk, separators=(",", ":")),
+                _encode(chunk),
             )
             for seq, chunk in zip(sequences, chunks, strict=True)
         ]
@@ -85,11 +108,17 @@ class DatabaseStreamManager(BaseStreamManager):
 
     def _append_sync(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         with transaction.atomic(using=self.using):
-            row = self._locked(stream_id, run_id)
-            if row.status != ACTIVE:
+            info = self._select_info(stream_id, for_update=True)
+            if info is None or info.run_id != run_id:
+                raise StreamFenceError(cause="stream_claimed_by_other_run")
+            if info.status != ACTIVE:
                 raise StreamFenceError(cause="stream_not_active")
-            sequences = self._insert(stream_id, run_id, row.head_sequence, chunks)
-            Stream.objects.using(self.using).filter(pk=stream_id).update(head_sequence=sequences[-1])
+            sequences = self._insert(stream_id, run_id, info.head_sequence, chunks)
+            with connections[self.using].cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {self._stream_table} SET head_sequence = %s WHERE stream_id = %s",  # noqa: S608
+                    [sequences[-1], stream_id],
+                )
         return sequences
 
     def _claim_sync(self, stream_id: str, run_id: str, epoch: int) -> StreamInfo:
@@ -118,8 +147,7 @@ class DatabaseStreamManager(BaseStreamManager):
         return _info(row)
 
     def _info_sync(self, stream_id: str) -> StreamInfo | None:
-        row = Stream.objects.using(self.using).filter(pk=stream_id).first()
-        return _info(row) if row else None
+        return self._select_info(stream_id)
 
     def _read_sync(self, stream_id: str, after: int, limit: int) -> tuple[list[StoredChunk], StreamInfo | None]:
         info = self._info_sync(stream_id)
