@@ -1,0 +1,1 @@
+"""Benchmarks of helix_django: ``python -m bench`` (see docs/performance.md)."""

@@ -1,0 +1,151 @@
+"""Measurement helpers: repeated samples, medians, paired baselines, the table and the JSON.
+
+A row holds a measured value and, when it has one, its baseline measured in the same
+repeat (paired samples), the median of the per-repeat ratios, the target and whether it
+holds. Absolute numbers are printed for context only: this machine is shared and noisy,
+so a target is judged on the median ratio (or on the median itself where the issue
+names an absolute bound).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+@dataclasses.dataclass
+class Stat:
+    """Median and range of repeated samples (``unit``: e.g. ``chunks/s``, ``ms``, ``x``)."""
+
+    median: float
+    min: float
+    max: float
+    samples: list[float]
+    unit: str
+
+    @classmethod
+    def of(cls, samples: Sequence[float], unit: str) -> Stat:
+        """Return the stat of ``samples`` (at least one)."""
+        values = [float(s) for s in samples]
+        return cls(statistics.median(values), min(values), max(values), values, unit)
+
+
+@dataclasses.dataclass
+class Row:
+    """One line of the table: a measurement, its same-run baseline and its target."""
+
+    section: str
+    name: str
+    value: Stat | None = None
+    baseline_name: str = ""
+    baseline: Stat | None = None
+    ratio: Stat | None = None
+    """Median/min/max of the per-repeat ratios value/baseline (or large/small history)."""
+    target: str = ""
+    holds: bool | None = None
+    note: str = ""
+    available: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the row as a JSON-able dict."""
+        return dataclasses.asdict(self)
+
+
+def not_available(section: str, name: str, reason: str) -> Row:
+    """Return a row for a measurement whose code has not landed (never a failure)."""
+    return Row(section, name, note=f"not available: {reason}", available=False)
+
+
+def paired_ratio(values: Sequence[float], baselines: Sequence[float]) -> Stat:
+    """Return the stat of per-repeat ratios ``values[i] / baselines[i]``."""
+    return Stat.of([v / b for v, b in zip(values, baselines, strict=True) if b], "x")
+
+
+def _fmt(value: float, unit: str) -> str:
+    if unit == "x":
+        return f"{value:.2f}x"
+    if unit == "%":
+        return f"{value:.0f}%"
+    if abs(value) >= 10_000:
+        return f"{value:,.0f} {unit}"
+    if abs(value) >= 100:
+        return f"{value:.0f} {unit}"
+    if abs(value) >= 1:
+        return f"{value:.2f} {unit}"
+    return f"{value:.3f} {unit}"
+
+
+def _fmt_range(stat: Stat) -> str:
+    return f"{_fmt(stat.min, stat.unit)} .. {_fmt(stat.max, stat.unit)}"
+
+
+def format_table(rows: Sequence[Row]) -> str:
+    """Return a plain-text table of ``rows`` (one line per row, notes indented below)."""
+    header = ("section", "measurement", "median", "min .. max", "baseline (median)", "ratio", "target", "holds")
+    lines: list[tuple[str, ...]] = [header]
+    notes: dict[int, str] = {}
+    for row in rows:
+        if not row.available:
+            lines.append((row.section, row.name, "not available", "", "", "", row.target, ""))
+            notes[len(lines) - 1] = row.note
+            continue
+        value = _fmt(row.value.median, row.value.unit) if row.value else ""
+        spread = _fmt_range(row.value) if row.value else ""
+        base = f"{row.baseline_name}: {_fmt(row.baseline.median, row.baseline.unit)}" if row.baseline else ""
+        ratio = _fmt(row.ratio.median, row.ratio.unit) if row.ratio else ""
+        holds = "" if row.holds is None else ("yes" if row.holds else "NO")
+        lines.append((row.section, row.name, value, spread, base, ratio, row.target, holds))
+        if row.note:
+            notes[len(lines) - 1] = row.note
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    out = []
+    for index, line in enumerate(lines):
+        out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(line)).rstrip())
+        if index == 0:
+            out.append("  ".join("-" * w for w in widths))
+        if index in notes:
+            out.append(f"    ({notes[index]})")
+    return "\n".join(out)
+
+
+def machine() -> dict[str, Any]:
+    """Describe the machine: cores, memory, Python, SQLite and platform."""
+    import sqlite3
+
+    memory_kb = 0
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemTotal:"):
+                    memory_kb = int(line.split()[1])
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(memory_kb / 1024 / 1024, 1),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "load_avg_at_start": list(os.getloadavg()),
+    }
+
+
+def write_json(path: str, rows: Sequence[Row], config: dict[str, Any], started_at: float) -> None:
+    """Write the run's rows, its configuration and the machine description to ``path``."""
+    data = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
+        "duration_seconds": round(time.time() - started_at, 1),
+        "machine": machine(),
+        "config": config,
+        "rows": [row.to_json() for row in rows],
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")

@@ -1,0 +1,1 @@
+"""Benchmark sections: each exposes ``NAME`` and ``async run(sizes) -> list[Row]``."""

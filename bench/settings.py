@@ -1,0 +1,64 @@
+"""Settings for the benchmarks (``python -m bench``): never the test database.
+
+SQLite lives in its own temporary directory (WAL, ``synchronous=NORMAL``, IMMEDIATE
+transactions: the embedded default). With ``HELIX_BENCH_DATABASE_URL`` (a PostgreSQL
+URL) a second alias ``postgres`` is configured for the database stream manager on
+PostgreSQL. ``HELIX_BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/14``) is the
+Redis the Redis rows use.
+"""
+
+import os
+import tempfile
+
+BENCH_DIR = os.environ.get("HELIX_BENCH_DIR") or tempfile.mkdtemp(prefix="helix-bench-")
+os.environ["HELIX_BENCH_DIR"] = BENCH_DIR  # a server subprocess started by a section shares the files
+SQLITE_PATH = os.path.join(BENCH_DIR, "bench.sqlite3")
+
+SECRET_KEY = "helix-bench-not-secret"  # noqa: S105
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+ROOT_URLCONF = "bench.urls"
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "rest_framework",
+    "channels",
+    "helix_django",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": SQLITE_PATH,
+        "OPTIONS": {
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        },
+    }
+}
+DATABASE_URL = os.environ.get("HELIX_BENCH_DATABASE_URL", "")
+if DATABASE_URL:
+    import dj_database_url
+
+    DATABASES["postgres"] = dj_database_url.parse(DATABASE_URL)
+REDIS_URL = os.environ.get("HELIX_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "helix": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+    },
+}
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+ASGI_APPLICATION = "bench.asgi.application"
+STATIC_URL = "/static/"
+HELIX = {"ALLOW_ANONYMOUS": True}
+LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
