@@ -1,0 +1,38 @@
+"""The chat page: the signed-in user's sessions, one conversation, the composer."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+
+from helix_django.models import ChatSession
+
+HELIX_API_BASE = "/helix/api"
+_PLACEHOLDER = "__session__"
+
+
+def _new_session_id() -> str:
+    return f"s_{uuid.uuid4().hex}"
+
+
+@login_required
+def index(request: HttpRequest) -> HttpResponse:
+    """Open the user's most recent session, or a new one."""
+    latest = ChatSession.objects.filter(owner=request.user).order_by("-updated_at").values_list("id", flat=True).first()
+    return HttpResponseRedirect(reverse("chat:session", args=[latest or _new_session_id()]))
+
+
+@login_required
+def session(request: HttpRequest, session_id: str) -> HttpResponse:
+    """Render the chat page for ``session_id`` (a new id is created by its first send)."""
+    context = {
+        "session_id": session_id,
+        "helix_api_base": HELIX_API_BASE,
+        "chat_url_template": reverse("chat:session", args=[_PLACEHOLDER]),
+        "logout_url": reverse("logout"),
+    }
+    return render(request, "helix_django/chat.html", context)

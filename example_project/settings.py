@@ -1,0 +1,172 @@
+"""Settings of the example site: the embedded default of helix_django.
+
+SQLite (WAL, IMMEDIATE transactions, a busy timeout), the in-memory channel layer, the
+database stream manager and the scripted provider at a human pace, served by daphne.
+
+Environment switches (all optional):
+
+- ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``: the default agent talks to that model through
+  the OpenAI provider instead of the scripted one (``OPENAI_MODEL``, default ``gpt-4o-mini``).
+- ``HELIX_DEMO_PACE``: the scripted provider's pace in tokens per second (default 40).
+- ``DATABASE_URL``: another database (PostgreSQL) through dj-database-url.
+- ``REDIS_URL``: the Redis channel layer and the Redis stream manager (scale-out).
+- ``HELIX_SQLITE_PATH``: where the SQLite file lives (default ``var/example.sqlite3``).
+- ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "example-project-insecure-key-change-me")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "helix_django",
+    "example_project.chat",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "example_project.urls"
+ASGI_APPLICATION = "example_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "example_project" / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+# --- database ---------------------------------------------------------------------------
+
+if os.environ.get("DATABASE_URL"):
+    import dj_database_url
+
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+else:
+    _sqlite_path = os.environ.get("HELIX_SQLITE_PATH") or str(BASE_DIR / "var" / "example.sqlite3")
+    os.makedirs(os.path.dirname(_sqlite_path), exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": _sqlite_path,
+            "OPTIONS": {
+                # WAL lets readers (snapshots, resumes) run next to the writing run;
+                # IMMEDIATE takes the write lock up front so two writers queue instead of
+                # failing with "database is locked" half-way through a transaction.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+            },
+        }
+    }
+
+# --- channels, streams ------------------------------------------------------------------
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "helix": {
+            "BACKEND": "django_redis.cache.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"CLIENT_CLASS": "django_redis.client.DefaultClient"},
+        },
+    }
+    _stream_manager = {
+        "BACKEND": "helix_django.streams.redis.RedisStreamManager",
+        "OPTIONS": {"CONNECTION_ALIAS": "helix"},
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    _stream_manager = {"BACKEND": "helix_django.streams.database.DatabaseStreamManager", "OPTIONS": {}}
+
+# --- helix ------------------------------------------------------------------------------
+
+DEMO_PACE = float(os.environ.get("HELIX_DEMO_PACE", "40"))
+
+if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
+    _provider = {
+        "BACKEND": "helix_django.runtime.providers.openai.OpenAIProvider",
+        "OPTIONS": {
+            "base_url": os.environ.get("OPENAI_BASE_URL") or None,
+            "api_key": os.environ.get("OPENAI_API_KEY") or "not-needed",
+        },
+    }
+    _model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+else:
+    _provider = {
+        "BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider",
+        "OPTIONS": {"PACE_TPS": DEMO_PACE},
+    }
+    _model = "scripted-1"
+
+HELIX = {
+    "STREAM_MANAGERS": {"default": _stream_manager},
+    "AGENTS": {
+        "default": {
+            "PROVIDER": _provider,
+            "MODEL": _model,
+            "SYSTEM_PROMPT": "You are a helpful assistant.",
+            "TOOLS": [],
+            "MAX_STEPS": 8,
+        },
+    },
+}
+
+# --- auth, static, misc -----------------------------------------------------------------
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "chat:index"
+LOGOUT_REDIRECT_URL = "login"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "var" / "static"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"helix_django": {"handlers": ["console"], "level": os.environ.get("HELIX_LOG_LEVEL", "INFO")}},
+}

@@ -1,0 +1,13 @@
+"""URLs of the example site: the chat page, helix_django's API, login and the admin."""
+
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+
+urlpatterns = [
+    path("helix/api/", include("helix_django.urls")),
+    path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", include("example_project.chat.urls")),
+]

@@ -1,0 +1,468 @@
+// A chat page on top of HelixChat: sessions sidebar, conversation, composer, recovery actions.
+//
+// mountChat(root, options) expects the markup of templates/helix_django/chat.html:
+//   [data-hx="sessions"] [data-hx="new-chat"] [data-hx="title"] [data-hx="connection"]
+//   [data-hx="conversation"] [data-hx="composer"] [data-hx="input"] [data-hx="send"] [data-hx="stop"]
+// options: { sessionId, baseUrl, chatUrl(id) -> page URL of a session, csrfToken }
+//
+// Partial answers are labelled by what happened (interrupted, stopped, failed) and offer
+// the recovery actions by their true names (000, "Recovery actions should reflect certainty"):
+// Regenerate (a new run from the last safe context), Continue (a new generation from the
+// partial state), Keep (keep the partial text, no inference), Discard (remove it).
+
+import { HelixChat, newMessageId, routesFor, textOf } from "./client.js";
+
+const PARTIAL_LABELS = {
+  interrupted: ["Interrupted", "The connection to the model was lost before this answer finished."],
+  cancelled: ["Stopped", "You stopped this answer before it finished."],
+  failed: ["Failed", "The model failed before this answer finished."],
+};
+
+const ERROR_TEXT = {
+  state_already_running: "Another answer is still being written in this conversation. Retry when it has finished.",
+  network_error: "The server could not be reached.",
+  transport_stream_drop: "The connection to the server was lost.",
+  state_history_incomplete: "The conversation could not be read right now.",
+  validation_payload_too_large: "The message is too long.",
+  state_request_key_conflict: "This message conflicts with an earlier request.",
+};
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs)) {
+    if (value == null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child == null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function describeError(error) {
+  if (!error) return "";
+  return ERROR_TEXT[error.code] || error.error || "Something went wrong.";
+}
+
+function sessionLabel(session) {
+  return session.title || session.preview || "New chat";
+}
+
+/** Mount the chat page on `root`; returns a controller with `open(sessionId)`. */
+export function mountChat(root, options) {
+  const q = (name) => root.querySelector(`[data-hx="${name}"]`);
+  const routes = options.routes || routesFor(options.baseUrl || "/helix/api");
+  const csrf = () => options.csrfToken || document.cookie.match(/(?:^|; )csrftoken=([^;]+)/)?.[1] || "";
+  const headers = () => ({ "X-CSRFToken": csrf() });
+  const ui = {
+    conversation: q("conversation"),
+    sessions: q("sessions"),
+    title: q("title"),
+    connection: q("connection"),
+    input: q("input"),
+    send: q("send"),
+    stop: q("stop"),
+    composer: q("composer"),
+  };
+  let chat = null;
+  let sessions = [];
+  let sessionsError = null;
+  const rendered = new Map();
+  let frame = 0;
+
+  // --- sessions sidebar ---------------------------------------------------------------
+
+  async function loadSessions() {
+    try {
+      const response = await fetch(routes.sessions(), { headers: { Accept: "application/json" }, cache: "no-store" });
+      if (!response.ok) throw new Error(String(response.status));
+      const body = await response.json();
+      sessions = Array.isArray(body) ? body : body.results || body.sessions || [];
+      sessionsError = null;
+    } catch {
+      sessionsError = "Conversations could not be loaded.";
+    }
+    renderSessions();
+  }
+
+  function renderSessions() {
+    const current = chat?.sessionId;
+    const items = sessions.map((session) =>
+      el(
+        "li",
+        {},
+        el(
+          "a",
+          {
+            href: options.chatUrl(session.id),
+            class: session.id === current ? "hx-session is-current" : "hx-session",
+            "aria-current": session.id === current ? "page" : null,
+            "data-session-id": session.id,
+            onclick: (event) => {
+              event.preventDefault();
+              open(session.id, { push: true });
+            },
+          },
+          el("span", { class: "hx-session-title" }, sessionLabel(session)),
+          session.status === "active" ? el("span", { class: "hx-dot", title: "Answering" }) : null,
+        ),
+      ),
+    );
+    if (current && !sessions.some((s) => s.id === current)) {
+      items.unshift(el("li", {}, el("span", { class: "hx-session is-current" }, chatTitle() || "New chat")));
+    }
+    const list = el("ul", {}, items);
+    ui.sessions.replaceChildren(list);
+    if (sessionsError) {
+      ui.sessions.append(
+        el(
+          "p",
+          { class: "hx-sessions-error" },
+          sessionsError,
+          " ",
+          el("button", { type: "button", class: "hx-link", onclick: loadSessions }, "Retry"),
+        ),
+      );
+    }
+  }
+
+  function chatTitle() {
+    const first = chat?.messages.find((m) => m.role === "user");
+    const text = first ? textOf(first).trim() : "";
+    return text.length > 60 ? `${text.slice(0, 57)}…` : text;
+  }
+
+  // --- conversation ---------------------------------------------------------------------
+
+  function scheduleRender() {
+    if (frame) return;
+    frame = requestAnimationFrame(() => {
+      frame = 0;
+      render();
+    });
+  }
+
+  function render() {
+    const view = chat.view();
+    const nearBottom = ui.conversation.scrollHeight - ui.conversation.scrollTop - ui.conversation.clientHeight < 80;
+    ui.title.textContent = chatTitle() || "New chat";
+    document.title = `${chatTitle() || "New chat"} · Helix`;
+    renderConnection(view);
+    renderComposer(view);
+    ui.conversation.setAttribute("aria-busy", view.status === "loading" ? "true" : "false");
+
+    if (view.status === "error" && view.error?.kind === "snapshot" && !view.messages.length) {
+      rendered.clear();
+      ui.conversation.replaceChildren(snapshotErrorState(view.error));
+      return;
+    }
+    if (view.status === "loading" && !view.messages.length) {
+      rendered.clear();
+      ui.conversation.replaceChildren(el("div", { class: "hx-empty", "data-testid": "loading" }, "Loading conversation…"));
+      return;
+    }
+
+    const nodes = [];
+    const lastAssistant = [...view.messages].reverse().find((m) => m.role === "assistant");
+    const seen = new Set();
+    for (const message of view.messages) {
+      seen.add(message.id);
+      const isLive = message.id === view.liveMessageId && view.isBusy;
+      const isPending = view.pending?.message.id === message.id;
+      const context = {
+        isLive,
+        isPending,
+        pendingError: isPending ? view.pending.error : null,
+        isLast: message === lastAssistant,
+        idle: !view.isBusy,
+        view,
+      };
+      const signature = JSON.stringify([message.parts, message.metadata, isLive, isPending, context.pendingError, context.isLast && context.idle, view.status]);
+      let entry = rendered.get(message.id);
+      if (!entry || entry.signature !== signature) {
+        const node = renderMessage(message, context);
+        if (entry) entry.node.replaceWith(node);
+        entry = { node, signature };
+        rendered.set(message.id, entry);
+      }
+      nodes.push(entry.node);
+    }
+    for (const id of [...rendered.keys()]) if (!seen.has(id)) rendered.delete(id);
+    const notice = runNotice(view, lastAssistant);
+    if (notice) nodes.push(notice);
+    const banner = errorBanner(view);
+    if (banner) nodes.push(banner);
+    if (!nodes.length) nodes.push(emptyState());
+    ui.conversation.replaceChildren(...nodes);
+    if (nearBottom || view.isBusy) ui.conversation.scrollTop = ui.conversation.scrollHeight;
+  }
+
+  function renderConnection(view) {
+    const labels = {
+      loading: ["Loading", "is-idle"],
+      ready: ["Connected", "is-ok"],
+      submitted: ["Sending…", "is-live"],
+      streaming: ["Live", "is-live"],
+      reconnecting: ["Reconnecting…", "is-warn"],
+      error: [view.error?.kind === "snapshot" ? "Unavailable" : "Attention", "is-error"],
+    };
+    const [label, cls] = labels[view.status] || ["", ""];
+    ui.connection.textContent = label;
+    ui.connection.className = `hx-connection ${cls}`;
+    ui.connection.dataset.status = view.status;
+  }
+
+  function renderComposer(view) {
+    ui.send.hidden = view.isBusy;
+    ui.stop.hidden = !view.isBusy;
+    ui.stop.disabled = view.status === "submitted";
+    ui.send.disabled = view.status === "loading" || (view.error?.kind === "snapshot" && !view.messages.length);
+  }
+
+  function renderMessage(message, context) {
+    const helix = message.metadata?.helix || {};
+    const partial = message.role === "assistant" && helix.partial;
+    const classes = ["hx-message", `hx-${message.role}`];
+    if (context.isLive) classes.push("is-streaming");
+    if (partial) classes.push("is-partial");
+    if (context.isPending) classes.push("is-unsent");
+    const body = el("div", { class: "hx-bubble" });
+    for (const part of message.parts || []) {
+      const node = renderPart(part);
+      if (node) body.append(node);
+    }
+    if (context.isLive && !(message.parts || []).some((p) => p.type === "text")) {
+      body.append(el("span", { class: "hx-typing", "aria-label": "Writing" }, el("i"), el("i"), el("i")));
+    }
+    const node = el(
+      "article",
+      {
+        class: classes.join(" "),
+        "data-message-id": message.id,
+        "data-role": message.role,
+        "data-partial": partial ? helix.status || "partial" : null,
+      },
+      el("div", { class: "hx-avatar", "aria-hidden": "true" }, message.role === "user" ? "You" : "AI"),
+      el("div", { class: "hx-content" }, body),
+    );
+    const content = node.querySelector(".hx-content");
+    if (partial) content.append(partialNotice(message, helix, context));
+    else if (message.role === "assistant" && context.isLast && context.idle) {
+      content.append(
+        el(
+          "div",
+          { class: "hx-actions" },
+          el("button", { type: "button", class: "hx-chip", onclick: () => chat.regenerate(message.id) }, "Regenerate"),
+        ),
+      );
+    }
+    if (context.isPending) content.append(unsentNotice(context.pendingError, context.view));
+    return node;
+  }
+
+  function renderPart(part) {
+    if (part.type === "text") return el("div", { class: "hx-text" }, part.text || "");
+    if (part.type === "reasoning") {
+      return el("details", { class: "hx-reasoning" }, el("summary", {}, "Reasoning"), el("div", {}, part.text || ""));
+    }
+    if (part.type === "dynamic-tool" || part.type?.startsWith("tool-")) {
+      const name = part.toolName || part.type.slice(5);
+      const state = {
+        "input-streaming": "preparing",
+        "input-available": "running",
+        "approval-requested": "awaiting approval",
+        "output-available": "done",
+        "output-error": "failed",
+        "output-denied": "denied",
+      }[part.state];
+      return el(
+        "div",
+        { class: `hx-tool is-${part.state}` },
+        el("span", { class: "hx-tool-name" }, name),
+        el("span", { class: "hx-tool-state" }, state || part.state || ""),
+      );
+    }
+    return null;
+  }
+
+  function partialNotice(message, helix, context) {
+    const [label, detail] = PARTIAL_LABELS[helix.status] || ["Incomplete", "This answer did not finish."];
+    const runId = helix.runId;
+    const actionable = context.isLast && context.idle && !helix.kept;
+    return el(
+      "div",
+      { class: "hx-partial-notice", role: "status", "data-testid": "partial-notice" },
+      el("div", {}, el("strong", {}, helix.kept ? `${label} · kept as partial` : `${label} · partial answer`), " ", detail),
+      actionable ? recoveryActions(message.id, runId) : null,
+    );
+  }
+
+  function recoveryActions(messageId, runId) {
+    return el(
+      "div",
+      { class: "hx-actions" },
+      el(
+        "button",
+        { type: "button", class: "hx-chip is-primary", title: "Start over from the last safe point", onclick: () => chat.regenerate(messageId) },
+        "Regenerate",
+      ),
+      runId
+        ? el(
+            "button",
+            { type: "button", class: "hx-chip", title: "Ask the model to continue from the partial text (a new generation)", onclick: () => chat.continueRun(runId) },
+            "Continue",
+          )
+        : null,
+      runId
+        ? el("button", { type: "button", class: "hx-chip", title: "Keep the partial text as it is", onclick: () => chat.keep(runId) }, "Keep")
+        : null,
+      runId
+        ? el("button", { type: "button", class: "hx-chip is-danger", title: "Remove the partial answer", onclick: () => chat.discard(runId) }, "Discard")
+        : null,
+    );
+  }
+
+  function unsentNotice(error, view) {
+    if (!error) return el("div", { class: "hx-unsent" }, "Sending…");
+    return el(
+      "div",
+      { class: "hx-unsent", role: "alert", "data-testid": "send-error", "data-code": error.code },
+      el("span", {}, `Not sent. ${describeError(error)}`),
+      el(
+        "div",
+        { class: "hx-actions" },
+        error.retryable !== false
+          ? el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.retry(), disabled: view.isBusy ? true : null }, "Retry")
+          : null,
+        el(
+          "button",
+          {
+            type: "button",
+            class: "hx-chip",
+            onclick: () => {
+              ui.input.value = textOf(view.pending.message);
+              chat.pending = null;
+              chat.setStatus("ready");
+              ui.input.focus();
+            },
+          },
+          "Edit",
+        ),
+      ),
+    );
+  }
+
+  // A notice for a run that ended without a message to mark (stopped before any text,
+  // or a failed snapshot status with no partial row).
+  function runNotice(view, lastAssistant) {
+    const snapshot = view.snapshot;
+    if (!snapshot || view.isBusy || view.pending) return null;
+    const runStatus = snapshot.runStatus;
+    const covered = lastAssistant?.metadata?.helix?.runId === snapshot.runId;
+    if (covered || !["cancelled", "interrupted", "failed"].includes(runStatus)) return null;
+    const last = view.messages[view.messages.length - 1];
+    if (!last || last.role !== "user") return null;
+    const [label] = PARTIAL_LABELS[runStatus];
+    return el(
+      "div",
+      { class: "hx-run-notice", role: "status", "data-testid": "run-notice", "data-run-status": runStatus },
+      el("strong", {}, label),
+      " before any text was written.",
+      snapshot.errorDetail?.message ? ` ${snapshot.errorDetail.message}.` : "",
+      el(
+        "div",
+        { class: "hx-actions" },
+        el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.regenerate(null) }, "Regenerate"),
+      ),
+    );
+  }
+
+  function errorBanner(view) {
+    if (view.status !== "error" || !view.error || view.error.kind === "send") return null;
+    return el(
+      "div",
+      { class: "hx-banner", role: "alert", "data-testid": "error-banner", "data-code": view.error.code },
+      el("span", {}, describeError(view.error)),
+      view.error.retryable !== false
+        ? el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.retry() }, "Retry")
+        : null,
+    );
+  }
+
+  function snapshotErrorState(error) {
+    return el(
+      "div",
+      { class: "hx-error-state", role: "alert", "data-testid": "snapshot-error", "data-code": error.code },
+      el("h2", {}, "This conversation could not be loaded"),
+      el("p", {}, `${describeError(error)} Your messages are safe on the server; nothing was lost.`),
+      el("p", { class: "hx-muted" }, `Error code: ${error.code}`),
+      el("button", { type: "button", class: "hx-button", onclick: () => chat.retry() }, "Retry"),
+    );
+  }
+
+  function emptyState() {
+    return el(
+      "div",
+      { class: "hx-empty" },
+      el("h2", {}, "Start a conversation"),
+      el("p", {}, "Answers are stored as they stream. Reload the page or lose the network mid-answer: it picks up where it was."),
+    );
+  }
+
+  // --- wiring ---------------------------------------------------------------------------
+
+  function open(sessionId, { push = false } = {}) {
+    if (chat) chat.dispose();
+    rendered.clear();
+    chat = new HelixChat({ sessionId, routes, headers });
+    let wasBusy = false;
+    chat.addEventListener("change", () => {
+      scheduleRender();
+      const busy = chat.view().isBusy;
+      if (wasBusy && !busy) loadSessions();
+      wasBusy = busy;
+    });
+    if (push) history.pushState({ sessionId }, "", options.chatUrl(sessionId));
+    root.dataset.sessionId = sessionId;
+    renderSessions();
+    render();
+    chat.load();
+    return chat;
+  }
+
+  ui.composer.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = ui.input.value.trim();
+    if (!text || chat.view().isBusy) return;
+    ui.input.value = "";
+    autosize();
+    chat.send(text);
+  });
+  ui.input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      ui.composer.requestSubmit();
+    }
+  });
+  function autosize() {
+    ui.input.style.height = "auto";
+    ui.input.style.height = `${Math.min(ui.input.scrollHeight, 220)}px`;
+  }
+  ui.input.addEventListener("input", autosize);
+  ui.stop.addEventListener("click", () => chat.stop());
+  q("new-chat")?.addEventListener("click", () => {
+    open(newMessageId().replace("msg_", "s_"), { push: true });
+    ui.input.focus();
+  });
+  window.addEventListener("popstate", (event) => {
+    if (event.state?.sessionId) open(event.state.sessionId);
+  });
+
+  history.replaceState({ sessionId: options.sessionId }, "", options.chatUrl(options.sessionId));
+  open(options.sessionId);
+  loadSessions();
+  return { open, get chat() { return chat; }, reloadSessions: loadSessions };
+}

@@ -1,0 +1,650 @@
+// helix_django browser client: a durable, resumable chat over the chat route.
+//
+// Plain ES module, no build step. It speaks the wire contract of 002 (docs/internals.md):
+//   POST {base}/sessions/{id}/chat   send (AI SDK body, X-Helix-Request-Key)
+//   GET  {base}/sessions/{id}/chat   resume (X-Resume-From-Sequence, X-Existing-Message-Id,
+//                                     X-Helix-Replay-Prefix: 1)
+//   GET  {base}/sessions/{id}/snapshot
+// The answer is the AI SDK UI message stream over SSE with the stream sequence as `id:`.
+//
+// What it guarantees: every chunk is rendered once. It renders the snapshot, resumes from
+// its cursor while the run is live (with the replay prefix, so the in-flight message is
+// rebuilt whole), re-attaches from the last sequence after a drop with bounded backoff,
+// re-anchors on the snapshot on a resync trigger, sends with a fresh request key and
+// retries a send with the same key. Stop cancels the run (the stream ends with it).
+//
+//   const chat = new HelixChat({ sessionId, baseUrl: "/helix/api", headers: () => ({...}) });
+//   chat.addEventListener("change", () => render(chat.view()));
+//   await chat.load();
+//   await chat.send("Hello");
+
+import { MessageAccumulator, textOf } from "./accumulator.js";
+import {
+  HelixRequestError,
+  SnapshotUnavailableError,
+  fetchSnapshotWithRetry,
+  isNetworkError,
+  networkError,
+  parseError,
+  responseError,
+  sleep,
+} from "./errors.js";
+import { readEventStream } from "./sse.js";
+
+export { MessageAccumulator, textOf } from "./accumulator.js";
+export {
+  HelixRequestError,
+  SnapshotUnavailableError,
+  fetchSnapshotWithRetry,
+  parseError,
+} from "./errors.js";
+export { readEventStream } from "./sse.js";
+export { routesFor } from "./routes.js";
+import { routesFor } from "./routes.js";
+
+/** Chunk types that make a client re-anchor on the snapshot (002, "Resync"). */
+export const RESYNC_TRIGGERS = ["data-stream-resync", "data-attempt-superseded", "data-tool-output-elsewhere"];
+
+/** Typed codes after which the client re-reads the snapshot instead of re-attaching. */
+const REANCHOR_CODES = new Set(["state_not_resumable", "state_request_already_completed", "stream_failed"]);
+
+/** A fresh request key: one per send, reused by its retries (002, "Retried sends"). */
+export function newRequestKey() {
+  return `rk_${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
+/** A fresh UI message id for a user message. */
+export function newMessageId() {
+  return `msg_${crypto.randomUUID().replaceAll("-", "")}`;
+}
+
+/**
+ * The resume headers for a target (002, "The canonical client"). X-Helix-Replay-Prefix is
+ * sent only with both `replayPrefix` and `existingMessageId`.
+ */
+export function resumeHeaders({ resumeFromSequence, existingMessageId, replayPrefix } = {}) {
+  const headers = {};
+  if (resumeFromSequence != null) headers["X-Resume-From-Sequence"] = String(resumeFromSequence);
+  if (existingMessageId) headers["X-Existing-Message-Id"] = existingMessageId;
+  if (replayPrefix && existingMessageId) headers["X-Helix-Replay-Prefix"] = "1";
+  return headers;
+}
+
+/**
+ * Seed and resume target for a snapshot (002, snapshotResumeOptions): a live snapshot
+ * resumes from its cursor without its in-flight message, which the replay prefix rebuilds.
+ */
+export function snapshotResumeOptions(snapshot) {
+  const live = snapshot.status === "active" || snapshot.status === "paused";
+  if (!live) return { resume: false, messages: snapshot.messages };
+  if (!snapshot.resumeMessageId) {
+    return { resume: true, resumeFromSequence: snapshot.streamSequence, messages: snapshot.messages };
+  }
+  return {
+    resume: true,
+    resumeFromSequence: snapshot.streamSequence,
+    existingMessageId: snapshot.resumeMessageId,
+    replayPrefix: true,
+    messages: snapshot.messages.filter((m) => m.id !== snapshot.resumeMessageId),
+  };
+}
+
+/** Identity of a resync trigger part, so a re-delivered trigger re-anchors once. */
+function triggerIdentity(chunk) {
+  const data = chunk.data || {};
+  if (chunk.type === "data-stream-resync") return `resync:${data.runId ?? ""}:${data.checkpointId ?? ""}`;
+  if (chunk.type === "data-attempt-superseded") return `attempt:${data.runId ?? ""}:${data.attemptId ?? ""}`;
+  return `elsewhere:${data.runId ?? ""}:${data.toolCallId ?? ""}`;
+}
+
+/**
+ * One chat session in the browser. Emits "change" whenever its view changes.
+ *
+ * view() -> { messages, status, error, pending, snapshot, runId, runStatus, cursor }
+ *   status: "loading" | "ready" | "submitted" | "streaming" | "reconnecting" | "error"
+ *   error:  { kind: "snapshot" | "send" | "stream" | "action", code, error, retryable, cause?, status }
+ *   pending: { message, key, error? } a user message the server has not accepted (yet)
+ */
+export class HelixChat extends EventTarget {
+  constructor({
+    sessionId,
+    baseUrl = "/helix/api",
+    routes,
+    fetch: fetchImpl,
+    headers,
+    reattach = {},
+    snapshotBackoffMs,
+  } = {}) {
+    super();
+    this.sessionId = sessionId;
+    this.routes = routes || routesFor(baseUrl);
+    this.fetchImpl = fetchImpl || globalThis.fetch.bind(globalThis);
+    this.extraHeaders = typeof headers === "function" ? headers : () => headers || {};
+    this.reattach = { maxAttempts: 10, baseDelayMs: 400, maxDelayMs: 4000, ...reattach };
+    this.snapshotBackoffMs = snapshotBackoffMs;
+    this.committed = [];
+    this.live = null;
+    this.pending = null;
+    this.snapshot = null;
+    this.cursor = 0;
+    this.cursorTrusted = false;
+    this.status = "loading";
+    this.error = null;
+    this.runId = null;
+    this.runStatus = null;
+    this.gen = 0;
+    this.controller = null;
+    this.seenTriggers = new Set();
+    this.wake = null;
+    this.onOnline = () => this.wake?.();
+    globalThis.addEventListener?.("online", this.onOnline);
+  }
+
+  // --- view ---------------------------------------------------------------------------
+
+  /** The messages to render: committed rows, the live message, then an unaccepted send. */
+  get messages() {
+    const list = [];
+    const liveId = this.live?.message.id;
+    for (const message of this.committed) list.push(message.id === liveId ? this.live.message : message);
+    if (this.live && !list.includes(this.live.message)) list.push(this.live.message);
+    if (this.pending && !list.some((m) => m.id === this.pending.message.id)) list.push(this.pending.message);
+    return list;
+  }
+
+  view() {
+    return {
+      messages: this.messages,
+      status: this.status,
+      error: this.error,
+      pending: this.pending,
+      snapshot: this.snapshot,
+      runId: this.runId,
+      runStatus: this.runStatus,
+      cursor: this.cursor,
+      liveMessageId: this.live?.message.id ?? null,
+      isBusy: ["submitted", "streaming", "reconnecting"].includes(this.status),
+    };
+  }
+
+  emit() {
+    this.dispatchEvent(new Event("change"));
+  }
+
+  setStatus(status, error = null) {
+    this.status = status;
+    this.error = error;
+    this.emit();
+  }
+
+  dispose() {
+    this.abortConnection();
+    globalThis.removeEventListener?.("online", this.onOnline);
+  }
+
+  // --- snapshot -----------------------------------------------------------------------
+
+  /** Fetch the snapshot, render it and resume while it is live. Never renders an empty chat for a failed read. */
+  async load() {
+    const gen = this.newGeneration();
+    this.setStatus("loading");
+    await this.follow(gen, () => this.reanchorOpen(gen), { fromSnapshot: true });
+  }
+
+  async readSnapshot() {
+    return fetchSnapshotWithRetry(this.routes.snapshot(this.sessionId), {
+      fetch: this.fetchImpl,
+      backoffMs: this.snapshotBackoffMs,
+      headers: this.extraHeaders(),
+    });
+  }
+
+  /** Replace the rendered conversation by a snapshot; returns its resume options. */
+  applySnapshot(snapshot) {
+    this.snapshot = snapshot;
+    this.runId = snapshot?.runId ?? null;
+    this.runStatus = snapshot?.runStatus ?? null;
+    if (!snapshot) {
+      this.committed = [];
+      this.live = null;
+      this.cursor = 0;
+      this.cursorTrusted = true;
+      return { resume: false, messages: [] };
+    }
+    const options = snapshotResumeOptions(snapshot);
+    this.committed = options.messages;
+    this.live = null;
+    this.cursor = snapshot.streamSequence;
+    this.cursorTrusted = true;
+    if (this.pending && snapshot.messages.some((m) => m.id === this.pending.message.id)) this.pending = null;
+    return options;
+  }
+
+  /** Read the snapshot, render it, and open the resume when it is live. */
+  async reanchorOpen(gen) {
+    let snapshot;
+    try {
+      snapshot = await this.readSnapshot();
+    } catch (error) {
+      if (error instanceof SnapshotUnavailableError && error.status === 0) throw networkError();
+      throw error;
+    }
+    if (gen !== this.gen) return { stale: true };
+    const options = this.applySnapshot(snapshot);
+    this.emit();
+    if (!options.resume) return { settled: true };
+    return this.open(gen, "GET", resumeHeaders(options));
+  }
+
+  // --- connections --------------------------------------------------------------------
+
+  newGeneration() {
+    this.abortConnection();
+    this.gen += 1;
+    this.wake?.();
+    return this.gen;
+  }
+
+  abortConnection() {
+    if (this.controller) this.controller.abort();
+    this.controller = null;
+  }
+
+  headers(extra = {}) {
+    return { Accept: "text/event-stream", ...this.extraHeaders(), ...extra };
+  }
+
+  /** Open one request on the chat route and read its stream to the end. */
+  async open(gen, method, headers, body) {
+    const controller = new AbortController();
+    this.controller = controller;
+    let response;
+    try {
+      response = await this.fetchImpl(this.routes.chat(this.sessionId), {
+        method,
+        headers: this.headers(body ? { ...headers, "Content-Type": "application/json" } : headers),
+        body: body ? JSON.stringify(body) : undefined,
+        credentials: "same-origin",
+        cache: "no-store",
+        signal: controller.signal,
+      });
+    } catch (error) {
+      if (controller.signal.aborted || gen !== this.gen) return { stale: true };
+      throw isNetworkError(error) ? networkError() : error;
+    }
+    if (gen !== this.gen) {
+      controller.abort();
+      return { stale: true };
+    }
+    if (response.status === 204) return { settled: false, empty: true };
+    if (!response.ok) throw await responseError(response);
+    const runId = response.headers.get("X-Helix-Run-Id");
+    if (runId) this.runId = runId;
+    if (this.pending && method === "POST") this.acceptPending();
+    this.setStatus("streaming");
+    return this.consume(gen, response.body, controller);
+  }
+
+  acceptPending() {
+    const { message } = this.pending;
+    if (!this.committed.some((m) => m.id === message.id)) this.committed = [...this.committed, message];
+    this.pending = null;
+  }
+
+  /**
+   * Read one response body. Returns { terminal, error?, reanchor?, received, stale? }:
+   * `terminal` when the run's stream ended in-band (finish / error / abort / [DONE]);
+   * a body that ends without one is a drop.
+   */
+  async consume(gen, body, controller) {
+    const result = { terminal: false, received: 0 };
+    let inReplay = false;
+    try {
+      for await (const frame of readEventStream(body)) {
+        if (gen !== this.gen) return { stale: true };
+        if (frame.data === "[DONE]") {
+          result.terminal = true;
+          continue;
+        }
+        let chunk;
+        try {
+          chunk = JSON.parse(frame.data);
+        } catch {
+          return { ...result, reanchor: true };
+        }
+        if (frame.event === "error" && !chunk.type) {
+          result.terminal = true;
+          result.error = parseError(chunk);
+          continue;
+        }
+        if (!inReplay && frame.id != null && frame.id !== "") {
+          const sequence = Number(frame.id);
+          if (Number.isFinite(sequence)) {
+            if (sequence <= this.cursor && this.cursorTrusted) continue; // already rendered
+            this.cursor = Math.max(this.cursor, sequence);
+            this.cursorTrusted = true;
+          }
+        }
+        result.received += 1;
+        if (chunk.type === "data-helix-replay") {
+          inReplay = chunk.data?.phase === "begin";
+          if (inReplay) this.cursorTrusted = false;
+          continue;
+        }
+        const outcome = this.applyChunk(chunk);
+        if (outcome === "terminal") result.terminal = true;
+        if (outcome === "error") {
+          result.terminal = true;
+          result.error = parseError(chunk.errorText) || {
+            code: "stream_error",
+            error: "The answer stopped with an error",
+            retryable: true,
+          };
+        }
+        if (outcome === "reanchor") return { ...result, reanchor: true };
+        this.emit();
+      }
+    } catch (error) {
+      if (controller.signal.aborted || gen !== this.gen) return { stale: true };
+      return result; // a body read that fails is a drop
+    }
+    return result;
+  }
+
+  /** Apply one UI chunk; returns "terminal", "error", "reanchor" or undefined. */
+  applyChunk(chunk) {
+    const kind = chunk.type;
+    if (kind === "start") {
+      this.startMessage(chunk.messageId, chunk.messageMetadata);
+      return undefined;
+    }
+    if (kind === "error") return "error";
+    if (kind === "abort") return "terminal";
+    if (!this.live) this.startMessage(this.snapshot?.resumeMessageId || null);
+    this.live.apply(chunk);
+    if (kind === "finish") return "terminal";
+    if (RESYNC_TRIGGERS.includes(kind)) {
+      const identity = triggerIdentity(chunk);
+      if (this.seenTriggers.has(identity)) return undefined;
+      this.seenTriggers.add(identity);
+      const truncate = chunk.data?.truncateCheckpointId;
+      if (truncate != null && truncate === this.snapshot?.latestTruncateCheckpointId) return undefined;
+      return "reanchor";
+    }
+    return undefined;
+  }
+
+  startMessage(messageId, metadata) {
+    if (this.live && (!messageId || this.live.message.id === messageId)) {
+      this.live.mergeMetadata(metadata);
+      return;
+    }
+    if (this.live) this.committed = this.messages.filter((m) => m !== this.pending?.message);
+    const id = messageId || `msg_live_${this.gen}`;
+    const seed = this.committed.find((m) => m.id === id && m.role === "assistant");
+    this.live = new MessageAccumulator(id, seed || {});
+    this.live.mergeMetadata(metadata);
+  }
+
+  /**
+   * Drive a connection to its end: re-attach after drops (bounded backoff), re-anchor on
+   * triggers and typed refusals, and settle on the snapshot once the run's stream ended.
+   */
+  async follow(gen, openFirst, { fromSnapshot = false } = {}) {
+    let open = openFirst;
+    let attempt = 0;
+    let settles = 0;
+    for (;;) {
+      let result;
+      try {
+        result = await open();
+      } catch (error) {
+        if (gen !== this.gen) return;
+        const typed = parseError(error) || { code: "transport_error", error: String(error), retryable: true };
+        const status = error instanceof HelixRequestError ? error.status : 0;
+        if (fromSnapshot && error instanceof SnapshotUnavailableError && status !== 0) {
+          this.setStatus("error", { kind: "snapshot", ...typed, retryable: true, status });
+          return;
+        }
+        if (REANCHOR_CODES.has(typed.code) && settles < 3) {
+          settles += 1;
+          open = () => this.reanchorOpen(gen);
+          continue;
+        }
+        if (isNetworkError(error) || (typed.retryable && status >= 500)) {
+          result = { dropped: true, received: 0 };
+        } else {
+          this.setStatus("error", { kind: fromSnapshot ? "snapshot" : "stream", ...typed, status });
+          return;
+        }
+      }
+      if (result.stale || result.refused || gen !== this.gen) return;
+      fromSnapshot = false;
+      if (result.reanchor) {
+        this.abortConnection();
+        open = () => this.reanchorOpen(gen);
+        continue;
+      }
+      if (result.settled) {
+        this.finishLive();
+        this.setStatus("ready");
+        return;
+      }
+      if (result.terminal || result.empty) {
+        // The run's stream ended: the snapshot is the truth (status, partial flags, runId).
+        settles += 1;
+        if (settles > 4) {
+          this.finishLive();
+          this.setStatus("ready");
+          return;
+        }
+        if (settles > 1) await sleep(150 * settles);
+        open = () => this.reanchorOpen(gen);
+        continue;
+      }
+      // A drop: the body ended without a terminal frame, or the request failed.
+      attempt = result.received > 0 ? 1 : attempt + 1;
+      if (attempt > this.reattach.maxAttempts) {
+        this.setStatus("error", {
+          kind: "stream",
+          code: "transport_stream_drop",
+          error: "The connection to the server was lost",
+          retryable: true,
+          status: 0,
+        });
+        return;
+      }
+      this.setStatus("reconnecting");
+      const delay = Math.min(this.reattach.maxDelayMs, this.reattach.baseDelayMs * 2 ** (attempt - 1));
+      await this.backoff(delay);
+      if (gen !== this.gen) return;
+      open =
+        this.live && this.cursorTrusted
+          ? () =>
+              this.open(gen, "GET", resumeHeaders({ resumeFromSequence: this.cursor, existingMessageId: this.live.message.id }))
+          : () => this.reanchorOpen(gen);
+    }
+  }
+
+  finishLive() {
+    if (!this.live) return;
+    const message = this.live.snapshot({ close: true });
+    this.committed = this.committed.some((m) => m.id === message.id)
+      ? this.committed.map((m) => (m.id === message.id ? message : m))
+      : [...this.committed, message];
+    this.live = null;
+  }
+
+  backoff(ms) {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = () => {
+        this.wake = null;
+        done();
+      };
+    });
+  }
+
+  // --- sends and actions --------------------------------------------------------------
+
+  /** Send a user message with a fresh request key. */
+  async send(text) {
+    const message = { id: newMessageId(), role: "user", parts: [{ type: "text", text }], metadata: {} };
+    this.pending = { message, key: newRequestKey(), history: this.messages.filter((m) => m.role) };
+    return this.submitPending();
+  }
+
+  /** Retry what failed: a refused or lost send (same request key), the snapshot read, or the stream. */
+  async retry() {
+    if (this.pending) return this.submitPending();
+    if (this.error?.kind === "snapshot" || this.error?.kind === "stream" || this.error?.kind === "action") {
+      return this.load();
+    }
+    return undefined;
+  }
+
+  async submitPending() {
+    const gen = this.newGeneration();
+    const { message, key, history } = this.pending;
+    this.pending.error = null;
+    this.setStatus("submitted");
+    const body = {
+      id: this.sessionId,
+      messages: [...history.filter((m) => m.id !== message.id), message],
+      trigger: "submit-message",
+    };
+    await this.followSend(gen, () => this.open(gen, "POST", { "X-Helix-Request-Key": key }, body));
+  }
+
+  async followSend(gen, openFirst) {
+    let refused = null;
+    await this.follow(gen, async () => {
+      try {
+        return await openFirst();
+      } catch (error) {
+        if (!this.pending || !(error instanceof HelixRequestError) || error.status === 0) throw error;
+        refused = error;
+        return { refused: true };
+      }
+    });
+    if (gen !== this.gen) return;
+    if (refused) {
+      // The server answered the send with a refusal: nothing was written. Keep the message
+      // as unsent with its typed error; a busy session is shown live meanwhile.
+      const typed = { ...parseError(refused), status: refused.status };
+      this.pending.error = typed;
+      this.setStatus("error", { kind: "send", ...typed });
+      if (typed.code === "state_already_running") void this.watchBusyRun(gen);
+      else if (typed.code === "state_request_already_completed") {
+        this.pending = null;
+        void this.load();
+      }
+    } else if (this.pending) {
+      // The send never reached the server (or its run never committed): keep it, unsent,
+      // with a Retry that re-sends it under the same request key.
+      const typed =
+        this.status === "error" && this.error
+          ? this.error
+          : { code: "network_error", error: "The message was not sent", retryable: true, status: 0 };
+      this.pending.error = typed;
+      this.setStatus("error", { ...typed, kind: "send" });
+    }
+  }
+
+  /** While a refused send waits, show the run that holds the session, live. */
+  async watchBusyRun(gen) {
+    const error = this.error;
+    try {
+      const snapshot = await this.readSnapshot();
+      if (gen !== this.gen || !snapshot) return;
+      const options = this.applySnapshot(snapshot);
+      this.error = error;
+      this.emit();
+      if (!options.resume) return;
+      const next = this.newGeneration();
+      this.status = "streaming";
+      await this.follow(next, () => this.open(next, "GET", resumeHeaders(options)));
+      if (next === this.gen && this.pending) this.setStatus("error", error);
+    } catch {
+      // The refusal stays on screen with its Retry; nothing else to do.
+    }
+  }
+
+  /** Stop = cancel the run on the server; the stream ends with it and the page settles. */
+  async stop() {
+    let runId = this.runId;
+    if (!runId || !this.view().isBusy) {
+      try {
+        runId = (await this.readSnapshot())?.runId;
+      } catch {
+        runId = this.runId;
+      }
+    }
+    if (!runId) return;
+    await this.action(this.routes.cancel(this.sessionId, runId), {}, { follow: false });
+  }
+
+  /** Regenerate an answer: a new run from the last safe context (a deliberate new request key). */
+  async regenerate(messageId) {
+    const index = this.committed.findIndex((m) => m.id === messageId);
+    if (index < 0) return;
+    const history = this.committed.slice(0, index);
+    const gen = this.newGeneration();
+    this.pending = null;
+    this.committed = history;
+    this.live = null;
+    this.setStatus("submitted");
+    const body = { id: this.sessionId, messages: history, trigger: "regenerate-message", messageId };
+    await this.follow(gen, () => this.open(gen, "POST", { "X-Helix-Request-Key": newRequestKey() }, body));
+  }
+
+  /** Continue an interrupted answer: a new generation from its partial state (000, "Continue"). */
+  async continueRun(runId) {
+    await this.action(this.routes.continueRun(this.sessionId, runId), {});
+  }
+
+  /** Keep a partial answer as it is, without more inference. */
+  async keep(runId) {
+    await this.action(this.routes.keep(this.sessionId, runId), {});
+  }
+
+  /** Discard a partial answer: remove the interrupted assistant turn. */
+  async discard(runId) {
+    await this.action(this.routes.discard(this.sessionId, runId), {});
+  }
+
+  /** POST a JSON action, then re-anchor on the snapshot (and resume if a run went live). */
+  async action(url, payload, { follow = true } = {}) {
+    let response;
+    try {
+      response = await this.fetchImpl(url, {
+        method: "POST",
+        headers: { ...this.extraHeaders(), "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify(payload),
+        credentials: "same-origin",
+      });
+    } catch {
+      this.setStatus("error", { kind: "action", ...networkError().body, status: 0 });
+      return;
+    }
+    if (!response.ok) {
+      const error = await responseError(response);
+      this.setStatus("error", { kind: "action", ...parseError(error), status: response.status });
+      return;
+    }
+    if (!follow) return;
+    if ((response.headers.get("Content-Type") || "").includes("text/event-stream")) {
+      const gen = this.newGeneration();
+      const controller = new AbortController();
+      this.controller = controller;
+      this.setStatus("streaming");
+      await this.follow(gen, async () => this.consume(gen, response.body, controller));
+      return;
+    }
+    await this.load();
+  }
+}
