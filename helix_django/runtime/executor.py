@@ -1,5 +1,227 @@
-"""Placeholder replaced by the runtime."""
+"""The executor: starts runs (send, tool result, regenerate, continue), cancels them.
+
+``get_executor()`` returns the configured executor (``HELIX["EXECUTOR"]``); the embedded
+default :class:`LocalExecutor` runs each run as an asyncio task in the process that
+accepted it, holding a renewable lease on the Run. Every entry point persists before
+inference (000, "Persist the turn before starting inference"): the run-start commit, the
+stream claim, the opening chunks flushed, and only then is a :class:`RunHandle` returned,
+so the stream is readable when the caller gets it. A run never depends on the request
+that started it. Entry points raise typed HelixErrors only.
+
+Sync callers (admin views, management commands) use ``async_to_sync`` for entry points
+and :meth:`LocalExecutor.wait` to wait for a run before their event loop ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from django.db import IntegrityError
+from django.utils.module_loading import import_string
+
+from helix_django import store
+from helix_django.conf import helix_settings
+from helix_django.errors import (
+    AlreadyRunningError,
+    HelixError,
+    RunNotActionableError,
+    RunNotFoundError,
+    RunSupersededError,
+    ValidationError,
+)
+from helix_django.ids import validate_request_key
+from helix_django.models import ChatSession, Run, RunStatus
+from helix_django.protocol import MessageAccumulator
+from helix_django.runtime import requests as rq
+from helix_django.runtime.agent import RunLoop
+from helix_django.runtime.agents import get_agent
+from helix_django.runtime.context import to_provider_messages
+from helix_django.runtime.entries import EntriesMixin
+from helix_django.runtime.handles import Entry, Launch, RunHandle
+from helix_django.streams import get_stream_manager
+from helix_django.streams.base import StreamWriter
+
+logger = logging.getLogger(__name__)
 
 
-class LocalExecutor:  # pragma: no cover
-    pass
+class LocalExecutor(EntriesMixin):
+    """Runs runs as asyncio tasks in this process (the embedded default executor)."""
+
+    supports_request_key = True
+    """Keyed sends are honoured (002, "Where it is honoured")."""
+
+    def __init__(self) -> None:
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        """Lease owner id of this executor's runs."""
+        self._entries: dict[str, Entry] = {}
+
+    # --- sends -----------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        session: ChatSession,
+        messages: list[dict[str, Any]],
+        *,
+        request_key: str | None = None,
+        trigger: str = "submit-message",
+        message_id: str | None = None,
+        user: Any = None,
+    ) -> RunHandle:
+        """Start the run a chat request asks for and return its handle once its stream is readable.
+
+        A trailing user message is a send; a trailing assistant message carries tool
+        results / approval answers; ``trigger="regenerate-message"`` regenerates. Raises
+        ValidationError, AlreadyRunningError (``state_already_running``),
+        RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
+        """
+        if request_key is not None:
+            validate_request_key(request_key)
+        if trigger == "regenerate-message":
+            return await self.regenerate(session=session, request_key=request_key, user=user)
+        if trigger != "submit-message":
+            raise ValidationError("Invalid trigger", cause="trigger")
+        last = rq.validate_messages(messages)[-1]
+        if last["role"] == "assistant":
+            return await self._tool_result_from_message(session, last, user)
+        if last["role"] != "user":
+            raise ValidationError("The last message must be a user message", cause="messages")
+        message = rq.clean_user_message(last)
+        digest = rq.send_hash(message)
+        if request_key:
+            duplicate = await self._keyed_duplicate(session, request_key, digest)
+            if duplicate is not None:
+                return duplicate
+        truncate_to = await rq.auser_position(session.id, message_id) if message_id else None
+        request = store.RunStartRequest(
+            session_id=session.id,
+            kind="send",
+            input_messages=[message],
+            request_key=request_key or None,
+            input_hash=digest,
+            turn_message_id=message["id"],
+            truncate_to=truncate_to,
+        )
+        try:
+            return await self._launch(session, Launch(request), user=user)
+        except (AlreadyRunningError, IntegrityError):
+            duplicate = await self._keyed_duplicate(session, request_key, digest) if request_key else None
+            if duplicate is not None:
+                return duplicate
+            raise AlreadyRunningError() from None
+
+    async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
+        found = await rq.alookup_request_key(session.id, request_key, digest)
+        if found is None:
+            return None
+        run, is_live = found
+        if is_live:
+            await self._wait_claimed(run.id)
+        return RunHandle(
+            run.id,
+            session.stream_id,
+            run.response_message_id,
+            run.start_sequence,
+            is_duplicate=True,
+            run_status=run.status,
+        )
+
+    # --- starting a run --------------------------------------------------------------------
+
+    async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
+        """Run-start commit, stream claim, opening chunks flushed; then the run task starts."""
+        agent = get_agent(session.agent)
+        manager = get_stream_manager()
+        request = launch.request
+        info = await manager.get_info(session.stream_id)
+        request.stream_sequence = info.head_sequence if info else 0
+        request.agent, request.provider, request.model = agent.name, agent.provider.name, agent.model
+        request.lease_owner, request.lease_seconds = self.owner, helix_settings.LEASE_SECONDS
+        result = await store.astart_run(request)
+        run = result.run
+        entry = self._entries[run.id] = Entry()
+        try:
+            await manager.claim_stream(session.stream_id, run.id, epoch=result.checkpoint.id)
+            writer = StreamWriter(
+                manager,
+                session.stream_id,
+                run.id,
+                flush_interval_ms=helix_settings.FLUSH_INTERVAL_MS,
+                max_chunks=helix_settings.FLUSH_MAX_CHUNKS,
+            )
+            acc = MessageAccumulator(run.response_message_id, parts=launch.parts, metadata=launch.metadata)
+            context = to_provider_messages(await rq.aload_rows(session.id, run.start_message_count))
+            loop = RunLoop(
+                run=run,
+                agent=agent,
+                writer=writer,
+                acc=acc,
+                context=context,
+                owner=self.owner,
+                user=user,
+                approved=launch.approved,
+                add_continue_instruction=launch.add_continue_instruction,
+            )
+            opening = {"type": "helix-run-start", "runId": run.id, "kind": request.kind, "attempt": run.attempt}
+            loop.emit({**opening, "messageId": run.response_message_id})
+            loop.emit({"type": "start", "messageId": run.response_message_id})
+            for chunk in launch.prelude(result) if launch.prelude else []:
+                loop.emit(chunk)
+            await loop.flush()
+        except BaseException as exc:
+            self._entries.pop(run.id, None)
+            entry.claimed.set_result(False)
+            entry.done.set_result(RunStatus.FAILED)
+            await self._abort_start(run, exc)
+            raise
+        self._start_task(entry, loop)
+        entry.claimed.set_result(True)
+        return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence)
+
+    async def _abort_start(self, run: Run, exc: BaseException) -> None:
+        """End a run whose stream could not be opened (it never started inference)."""
+        if isinstance(exc, RunSupersededError):
+            return
+        error = exc if isinstance(exc, HelixError) else None
+        logger.warning("run %s could not open its stream: %s", run.id, type(exc).__name__)
+        try:
+            await store.acommit_terminal(
+                run.id, RunStatus.FAILED, response_message=None, stream_sequence=run.start_sequence, error=error
+            )
+        except HelixError:
+            logger.info("run %s was superseded before it started", run.id)
+
+    def _start_task(self, entry: Entry, loop: RunLoop) -> None:
+        async def drive() -> None:
+            status = "abandoned"
+            try:
+                status = await loop.run_forever()
+            except asyncio.CancelledError:
+                logger.info("run %s task stopped without ending the run (process going away)", loop.run_id)
+            finally:
+                self._entries.pop(loop.run_id, None)
+                if not entry.done.done():
+                    entry.done.set_result(status)
+
+        task = asyncio.get_running_loop().create_task(drive(), name=f"helix-run-{loop.run_id}")
+        entry.loop, entry.task, entry.event_loop = loop, task, asyncio.get_running_loop()
+        loop.task = task
+
+
+_executors: dict[str, Any] = {}
+
+
+def get_executor() -> Any:
+    """Return the configured executor (``HELIX["EXECUTOR"]``), one instance per import path."""
+    path = helix_settings.EXECUTOR
+    executor = _executors.get(path)
+    if executor is None:
+        executor = _executors[path] = import_string(path)()
+    return executor
+
+
+__all__ = ["LocalExecutor", "RunHandle", "RunNotActionableError", "RunNotFoundError", "get_executor"]

@@ -1,2 +1,268 @@
-class ScriptedProvider:  # pragma: no cover
-    pass
+"""The scripted provider: the embedded default model, deterministic, no API key needed.
+
+OPTIONS (all optional; per agent in ``HELIX["AGENTS"][name]["PROVIDER"]["OPTIONS"]``)::
+
+    {"TEXT": str,                  # the reply (default: a readable answer naming the question)
+     "REASONING": str,             # reasoning text streamed before the reply
+     "TOOL_CALLS": [{"name", "arguments": {...}, "id"?}],  # asked for in the first step
+     "STEPS": [{...}, ...],        # per model call of a turn: TEXT / REASONING / TOOL_CALLS / failure keys
+     "PACE_TPS": 0,                # tokens per second; 0 = as fast as possible
+     "FAIL_AFTER_CHUNKS": int,     # raise ProviderError after N streamed text tokens
+     "FAIL_AT_FRACTION": float,    # ... after this fraction of the text (0.4 = 40 %)
+     "FAIL_RETRYABLE": False,      # classification of that ProviderError
+     "FAIL_ATTEMPTS": int,         # fail only the first N attempts of a step (default: all)
+     "HANG_AFTER_CHUNKS": int,     # stop producing (until cancelled) after N tokens
+     "DROP_AFTER_CHUNKS": int,     # end the stream without a finish after N tokens
+     "DURABLE": False,             # a durable operation: OperationStarted, retrieve, cancel, stream_from
+     "CACHE_ALIAS": "default",     # Django cache that keeps durable operations (use a shared one)
+     "RULES": [{"MATCH": regex, ...any key above}]}  # first rule matching the user's text wins
+
+The step of a call is the number of assistant messages after the last user message, so
+a tool round-trip moves to the next entry of ``STEPS``. With ``DURABLE`` the operation's
+outcome is computed when it starts and kept in the Django cache, so a later process's
+:meth:`ScriptedProvider.retrieve` completes it after a drop or a process kill (000,
+"Background operations are easier to recover than ephemeral streams").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.core.cache import caches
+
+from helix_django.errors import ProviderError
+from helix_django.runtime.providers.base import (
+    BaseProvider,
+    Finish,
+    OperationResult,
+    OperationStarted,
+    Progress,
+    ProviderEvent,
+    ProviderRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+)
+
+_TOKEN_RE = re.compile(r"\s*\S+\s*|\s+")
+_CACHE_PREFIX = "helix:scripted-op:"
+_CACHE_SECONDS = 86_400
+
+
+def tokenize(text: str) -> list[str]:
+    """Split ``text`` into word tokens that join back to ``text`` exactly."""
+    return _TOKEN_RE.findall(text)
+
+
+def default_reply(question: str) -> str:
+    """Return the default multi-paragraph answer naming what the user asked."""
+    asked = " ".join(question.split())
+    if len(asked) > 160:
+        asked = asked[:157] + "..."
+    asked = asked or "something without text"
+    return (
+        f"You asked: \u201c{asked}\u201d.\n\n"
+        "This answer comes from the scripted provider, the embedded default model of helix_django. "
+        "It streams a deterministic reply, so the site and its tests run without an API key; "
+        'configure an OpenAI-compatible provider in HELIX["AGENTS"] to get real answers.\n\n'
+        "Every chunk of this reply is stored with a sequence number before it reaches you, "
+        "so you can reload the page in the middle of it and the reply resumes exactly where it was, "
+        "with nothing lost and nothing repeated."
+    )
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
+def _step_index(messages: list[dict[str, Any]]) -> int:
+    count = 0
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        if message.get("role") == "assistant":
+            count += 1
+    return count
+
+
+def _tool_results_text(messages: list[dict[str, Any]]) -> str:
+    results = []
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            break
+        if message.get("role") == "tool":
+            results.append(str(message.get("content", "")))
+    return "; ".join(reversed(results))
+
+
+class ScriptedProvider(BaseProvider):
+    """Deterministic provider configured by OPTIONS (module docstring)."""
+
+    name = "scripted"
+
+    @property
+    def supports_retrieve(self) -> bool:  # type: ignore[override]
+        return bool(self.options.get("DURABLE"))
+
+    @property
+    def supports_cancel(self) -> bool:  # type: ignore[override]
+        return bool(self.options.get("DURABLE"))
+
+    @property
+    def supports_stream_from(self) -> bool:  # type: ignore[override]
+        return bool(self.options.get("DURABLE"))
+
+    # --- the script ------------------------------------------------------------------------
+
+    def plan(self, request: ProviderRequest) -> dict[str, Any]:
+        """Return the effective config of this call: options, matching rule, then its step."""
+        config = {k: v for k, v in self.options.items() if k not in ("RULES", "STEPS")}
+        question = _last_user_text(request.messages)
+        steps = self.options.get("STEPS")
+        for rule in self.options.get("RULES") or []:
+            if re.search(rule.get("MATCH", ""), question, re.IGNORECASE):
+                config.update({k: v for k, v in rule.items() if k not in ("MATCH", "STEPS")})
+                steps = rule.get("STEPS", steps)
+                break
+        index = _step_index(request.messages)
+        if steps:
+            config.update(steps[min(index, len(steps) - 1)])
+        elif index > 0:
+            config.pop("TOOL_CALLS", None)
+            results = _tool_results_text(request.messages)
+            config["TEXT"] = f"The tools answered: {results}" if results else config.get("TEXT")
+        if not config.get("TEXT") and not config.get("TOOL_CALLS"):
+            config["TEXT"] = default_reply(question)
+        return config
+
+    def _events(self, config: dict[str, Any], request: ProviderRequest) -> list[ProviderEvent]:
+        events: list[ProviderEvent] = [ReasoningDelta(t) for t in tokenize(config.get("REASONING") or "")]
+        events += [TextDelta(t) for t in tokenize(config.get("TEXT") or "")]
+        calls = config.get("TOOL_CALLS") or []
+        for number, call in enumerate(calls, start=1):
+            call_id = call.get("id") or f"call_{request.attempt_id[-8:] or 'x'}_{number}"
+            events.append(ToolCall(call_id, call["name"], json.dumps(call.get("arguments", {}))))
+        text_tokens = sum(isinstance(e, TextDelta) for e in events)
+        events.append(Finish("tool-calls" if calls else "stop", {"inputTokens": 10, "outputTokens": text_tokens}))
+        return events
+
+    @staticmethod
+    def _failure_point(config: dict[str, Any], request: ProviderRequest, text_tokens: int) -> tuple[str, int] | None:
+        limit = config.get("FAIL_ATTEMPTS")
+        if limit is not None and int(request.options.get("attempt_number", 1)) > int(limit):
+            return None
+        for kind, key in (("fail", "FAIL_AFTER_CHUNKS"), ("hang", "HANG_AFTER_CHUNKS"), ("drop", "DROP_AFTER_CHUNKS")):
+            if config.get(key) is not None:
+                return kind, int(config[key])
+        if config.get("FAIL_AT_FRACTION") is not None:
+            return "fail", int(text_tokens * float(config["FAIL_AT_FRACTION"]))
+        return None
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
+        """Yield the scripted events of this call, honouring pace and failure points."""
+        config = self.plan(request)
+        events = self._events(config, request)
+        text_tokens = sum(isinstance(e, TextDelta) for e in events)
+        failure = self._failure_point(config, request, text_tokens)
+        pace = float(config.get("PACE_TPS") or 0)
+        if config.get("DURABLE"):
+            operation_id = f"scrop_{uuid.uuid4().hex}"
+            await self._save(config, operation_id, events, pace)
+            yield OperationStarted(operation_id, 0)
+        delivered = 0
+        for position, event in enumerate(events, start=1):
+            if failure is not None and isinstance(event, TextDelta | Finish) and delivered >= failure[1]:
+                kind = failure[0]
+                if kind == "fail":
+                    raise ProviderError(retryable=bool(config.get("FAIL_RETRYABLE")), cause="scripted_failure")
+                if kind == "hang":
+                    await asyncio.Event().wait()
+                return
+            if pace and isinstance(event, TextDelta | ReasoningDelta):
+                await asyncio.sleep(1 / pace)
+            yield event
+            if config.get("DURABLE"):
+                yield Progress(position)
+            if isinstance(event, TextDelta):
+                delivered += 1
+
+    # --- durable operations ----------------------------------------------------------------
+
+    def _cache(self) -> Any:
+        return caches[self.options.get("CACHE_ALIAS", "default")]
+
+    async def _save(self, config: dict[str, Any], operation_id: str, events: list[ProviderEvent], pace: float) -> None:
+        record = {
+            "created_at": time.time(),
+            "duration_seconds": (len(events) / pace) if pace else 0.0,
+            "events": [_dump(e) for e in events],
+            "cancelled": False,
+        }
+        await self._cache().aset(_CACHE_PREFIX + operation_id, record, _CACHE_SECONDS)
+
+    async def _load(self, operation_id: str) -> dict[str, Any] | None:
+        return await self._cache().aget(_CACHE_PREFIX + operation_id)
+
+    async def retrieve(self, operation_id: str) -> OperationResult:
+        """Return the operation's state: ``completed`` once its scripted duration elapsed."""
+        record = await self._load(operation_id)
+        if record is None:
+            return OperationResult("unknown")
+        if record["cancelled"]:
+            return OperationResult("cancelled")
+        if time.time() < record["created_at"] + record["duration_seconds"]:
+            return OperationResult("in_progress")
+        events = [_load_event(e) for e in record["events"]]
+        finish = next((e for e in events if isinstance(e, Finish)), Finish())
+        return OperationResult(
+            "completed",
+            text="".join(e.text for e in events if isinstance(e, TextDelta)),
+            reasoning="".join(e.text for e in events if isinstance(e, ReasoningDelta)),
+            tool_calls=[e for e in events if isinstance(e, ToolCall)],
+            finish_reason=finish.reason,
+            usage=finish.usage,
+        )
+
+    async def cancel(self, operation_id: str) -> str:
+        """Mark the operation cancelled unless it already finished."""
+        record = await self._load(operation_id)
+        if record is None:
+            return "unknown"
+        if time.time() >= record["created_at"] + record["duration_seconds"]:
+            return "already_finished"
+        record["cancelled"] = True
+        await self._cache().aset(_CACHE_PREFIX + operation_id, record, _CACHE_SECONDS)
+        return "cancelled"
+
+    async def stream_from(self, operation_id: str, after: int) -> AsyncIterator[ProviderEvent]:
+        """Yield the operation's events after position ``after`` (1-based positions)."""
+        record = await self._load(operation_id)
+        if record is None or record["cancelled"]:
+            raise ProviderError(cause="operation_unavailable")
+        for position, raw in enumerate(record["events"], start=1):
+            if position > after:
+                yield _load_event(raw)
+                yield Progress(position)
+
+
+def _dump(event: ProviderEvent) -> dict[str, Any]:
+    import dataclasses
+
+    return {"kind": type(event).__name__, **dataclasses.asdict(event)}
+
+
+_KINDS = {cls.__name__: cls for cls in (TextDelta, ReasoningDelta, ToolCall, Finish)}
+
+
+def _load_event(raw: dict[str, Any]) -> ProviderEvent:
+    data = dict(raw)
+    return _KINDS[data.pop("kind")](**data)

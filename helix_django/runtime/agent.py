@@ -1,0 +1,343 @@
+"""The agent loop of one run: provider stream -> chunks -> stream manager, step commits -> store.
+
+A :class:`RunLoop` runs as an asyncio task. Per step it writes ``start-step`` (carrying
+the LLM attempt id), the attempt's content, the tool calls and their results, then
+``finish-step``; it flushes the writer and commits the step (the committed message is
+the :class:`~helix_django.protocol.MessageAccumulator` of the same chunks), then writes
+``helix-step-committed``. A run that was superseded stops quietly: its writes are fenced
+(002, "Superseded runs"). A provider failure after some output commits the partial
+message marked partial, never as a finished answer (000, "Store partial output explicitly").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from typing import Any
+
+from helix_django import store
+from helix_django.errors import (
+    FrameworkInternalError,
+    HelixError,
+    ProviderError,
+    RunInterruptedError,
+    RunSupersededError,
+)
+from helix_django.ids import new_id
+from helix_django.models import RunStatus
+from helix_django.protocol import MessageAccumulator
+from helix_django.runtime.agents import Agent
+from helix_django.runtime.context import CONTINUE_INSTRUCTION, to_provider_messages
+from helix_django.runtime.steps import AttemptStreamer, StepResult
+from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
+from helix_django.streams.base import StreamWriter
+
+logger = logging.getLogger(__name__)
+
+
+class RunLoop:
+    """Executes one run after its stream was claimed and its opening chunks were written.
+
+    ``context`` are the provider messages of the committed rows before the response
+    message; ``acc`` holds the response message (re-opened for a continuation).
+    ``approved`` are ``(tool, arguments, tool_call_id)`` to execute before the first step.
+    """
+
+    def __init__(
+        self,
+        *,
+        run: Any,
+        agent: Agent,
+        writer: StreamWriter,
+        acc: MessageAccumulator,
+        context: list[dict[str, Any]],
+        owner: str,
+        user: Any = None,
+        approved: list[tuple[Any, dict[str, Any], str]] | None = None,
+        add_continue_instruction: bool = False,
+    ) -> None:
+        self.run = run
+        self.run_id = run.id
+        self.agent = agent
+        self.writer = writer
+        self.manager = writer.manager
+        self.acc = acc
+        self.context = context
+        self.owner = owner
+        self.user = user
+        self.approved = approved or []
+        self.add_continue_instruction = add_continue_instruction
+        self.step = run.step_count
+        self.attempt_id = ""
+        self.stage = "starting"
+        self.is_cancel_requested = False
+        self.is_lease_lost = False
+        self.last_event_at = 0.0
+        self.task: asyncio.Task[str] | None = None
+        """The asyncio task running :meth:`run_forever` (set by the executor)."""
+
+    # --- chunks --------------------------------------------------------------------------
+
+    def emit(self, chunk: dict[str, Any], *, content: bool = False) -> None:
+        """Stamp ``chunk`` with run/step/attempt, queue it, and apply it to the response message."""
+        chunk["_run"] = self.run_id
+        if self.step:
+            chunk["_step"] = self.step
+        if content and self.attempt_id:
+            chunk["_attempt"] = self.attempt_id
+        self.writer.write(chunk)
+        self.acc.apply(chunk)
+        self.last_event_at = asyncio.get_running_loop().time()
+
+    async def flush(self) -> int:
+        """Store every queued chunk; return the writer's last sequence (the commit's stream_sequence)."""
+        return await self.writer.flush()
+
+    # --- the run -------------------------------------------------------------------------
+
+    async def run_forever(self) -> str:
+        """Run to a terminal or suspended state; return the final run status (or ``superseded``)."""
+        renewer = asyncio.create_task(self._renew_lease())
+        try:
+            return await self._body()
+        except asyncio.CancelledError:
+            if self.is_cancel_requested:
+                return await self._guard(self._end_cancelled())
+            # The process is going away (or lost its lease): leave the run to the relaunch scan.
+            self.writer.discard()
+            raise
+        except RunSupersededError:
+            self.writer.discard()
+            logger.info("run %s superseded; stopping", self.run_id)
+            return RunStatus.SUPERSEDED
+        except Exception as exc:
+            return await self._guard(self._end_failed(exc))
+        finally:
+            renewer.cancel()
+            await self.agent.provider.aclose()
+
+    async def _guard(self, coro: Any) -> str:
+        try:
+            return await coro
+        except RunSupersededError:
+            self.writer.discard()
+            return RunStatus.SUPERSEDED
+
+    async def _body(self) -> str:
+        await store.aupdate_run(self.run_id, status=RunStatus.STREAMING)
+        if self.approved:
+            await self._run_approved()
+        reason = "stop"
+        while True:
+            if self.step >= self.agent.max_steps:
+                reason = "length"
+                break
+            self.step += 1
+            result = await self._run_step()
+            if result.is_suspended:
+                return await self._suspend()
+            if result.finish_reason != "tool-calls":
+                reason = result.finish_reason
+                break
+        return await self._complete(reason)
+
+    async def _run_approved(self) -> None:
+        await store.aupdate_run(self.run_id, status=RunStatus.TOOLING)
+        for tool_obj, arguments, call_id in self.approved:
+            ctx = self._tool_context(call_id)
+            outcome = await run_approved(tool_obj, arguments, ctx, tool_obj.key_for(arguments, ctx))
+            self._emit_outcome(call_id, outcome)
+        await store.aupdate_run(self.run_id, status=RunStatus.STREAMING)
+
+    def _tool_context(self, call_id: str) -> ToolContext:
+        return ToolContext(
+            run_id=self.run_id,
+            session_id=self.run.session_id,
+            tool_call_id=call_id,
+            turn_message_id=self.run.turn_message_id,
+            user=self.user,
+            step=self.step,
+        )
+
+    def provider_messages(self) -> list[dict[str, Any]]:
+        """Return the model context of the next call: committed rows + the response message so far."""
+        current = to_provider_messages([self.acc.message], keep_partial_id=self.acc.message["id"])
+        messages = self.context + current
+        if self.add_continue_instruction and messages and messages[-1]["role"] == "assistant":
+            if not messages[-1].get("tool_calls"):
+                messages = [*messages, {"role": "user", "content": CONTINUE_INSTRUCTION}]
+        return messages
+
+    async def _run_step(self) -> StepResult:
+        """Stream one step (retrying a retryable provider failure as a new attempt), run its tools, commit it."""
+        number = 0
+        while True:
+            number += 1
+            before = copy.deepcopy(self.acc)
+            previous_attempt, self.attempt_id = self.attempt_id, new_id("att")
+            if number > 1:
+                self.acc = before
+                self.emit(
+                    {
+                        "type": "data-attempt-superseded",
+                        "data": {
+                            "reason": "attempt_superseded",
+                            "runId": self.run_id,
+                            "agentId": self.agent.name,
+                            "step": self.step,
+                            "attemptId": self.attempt_id,
+                            "supersededAttemptId": previous_attempt,
+                        },
+                    }
+                )
+                before = copy.deepcopy(self.acc)
+            self.emit({"type": "start-step"}, content=True)
+            self.stage = "streaming"
+            try:
+                result = await AttemptStreamer(self, number).stream()
+                break
+            except ProviderError as exc:
+                if not exc.is_retryable or number >= self.agent.max_attempts:
+                    raise
+                logger.info("run %s step %s attempt %s failed (retryable); retrying", self.run_id, self.step, number)
+                self.acc = before
+        await self._run_tools(result)
+        self.emit({"type": "finish-step"}, content=True)
+        sequence = await self.flush()
+        checkpoint = await store.acommit_step(
+            self.run_id, response_message=self.acc.snapshot(), stream_sequence=sequence, step_count=self.step
+        )
+        self.emit(
+            {
+                "type": "helix-step-committed",
+                "step": self.step,
+                "committedAttemptId": self.attempt_id,
+                "checkpointId": checkpoint.id,
+            }
+        )
+        return result
+
+    async def _run_tools(self, result: StepResult) -> None:
+        if not result.tool_calls:
+            return
+        self.stage = "tooling"
+        await store.aupdate_run(self.run_id, status=RunStatus.TOOLING)
+        for call in result.tool_calls:
+            tool_obj = self.agent.tools.get(call.name)
+            arguments, error = parse_arguments(tool_obj, call.arguments)
+            if arguments is None:
+                self.emit(
+                    {
+                        "type": "tool-input-error",
+                        "toolCallId": call.id,
+                        "toolName": call.name,
+                        "input": call.arguments,
+                        "errorText": error,
+                    },
+                    content=True,
+                )
+                continue
+            self.emit(
+                {"type": "tool-input-available", "toolCallId": call.id, "toolName": call.name, "input": arguments},
+                content=True,
+            )
+            assert tool_obj is not None
+            outcome = await execute_call(tool_obj, arguments, self._tool_context(call.id))
+            self._emit_outcome(call.id, outcome)
+            result.is_suspended = result.is_suspended or outcome.kind.startswith("pending")
+        if not result.is_suspended:
+            await store.aupdate_run(self.run_id, status=RunStatus.STREAMING)
+
+    def _emit_outcome(self, call_id: str, outcome: Any) -> None:
+        if outcome.kind == "output":
+            self.emit({"type": "tool-output-available", "toolCallId": call_id, "output": outcome.output})
+        elif outcome.kind == "error":
+            self.emit({"type": "tool-output-error", "toolCallId": call_id, "errorText": outcome.error_text})
+        elif outcome.kind == "pending_approval":
+            self.emit(
+                {"type": "tool-approval-request", "approvalId": f"{self.run_id}::{call_id}", "toolCallId": call_id}
+            )
+
+    # --- endings -------------------------------------------------------------------------
+
+    def _helix_metadata(self, status: str) -> dict[str, Any]:
+        return {"helix": {"runId": self.run_id, "status": status, "partial": status != RunStatus.COMPLETED}}
+
+    async def _complete(self, reason: str) -> str:
+        self.emit({"type": "finish", "finishReason": reason, "messageMetadata": self._helix_metadata("completed")})
+        sequence = await self.flush()
+        await store.acommit_terminal(
+            self.run_id, RunStatus.COMPLETED, response_message=self.acc.snapshot(), stream_sequence=sequence
+        )
+        self.emit({"type": "helix-run-end", "status": "completed"})
+        await self.flush()
+        await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="completed")
+        return RunStatus.COMPLETED
+
+    async def _suspend(self) -> str:
+        await store.aupdate_run(self.run_id, status=RunStatus.SUSPENDED_CLIENT_TOOL)
+        self.emit({"type": "helix-run-end", "status": "suspended"})
+        await self.flush()
+        await self.manager.pause_stream(self.writer.stream_id, self.run_id)
+        return RunStatus.SUSPENDED_CLIENT_TOOL
+
+    def _close_open_parts(self) -> None:
+        for (kind, part_id), _part in list(self.acc._open.items()):
+            self.emit({"type": f"{kind}-end", "id": part_id}, content=True)
+
+    async def _end_partial(self, status: str, error: HelixError | None) -> int:
+        """Close open parts, mark the message partial, commit it terminal; return the stream sequence."""
+        self._close_open_parts()
+        if self.acc.parts:
+            self.emit({"type": "message-metadata", "messageMetadata": self._helix_metadata(status)})
+        sequence = await self.flush()
+        await store.acommit_terminal(
+            self.run_id,
+            status,
+            response_message=self.acc.snapshot(),
+            stream_sequence=sequence,
+            step_count=self.step,
+            error=error,
+            stage=self.stage,
+        )
+        self.emit({"type": "helix-run-end", "status": status})
+        return await self.flush()
+
+    async def _end_failed(self, exc: BaseException) -> str:
+        if isinstance(exc, ProviderError) and exc.cause == "stream_dropped":
+            status, error = RunStatus.INTERRUPTED, RunInterruptedError(cause="stream_dropped")
+        else:
+            status = RunStatus.FAILED
+            error = exc if isinstance(exc, HelixError) else FrameworkInternalError()
+            if not isinstance(exc, HelixError):
+                logger.exception("run %s failed: %s", self.run_id, type(exc).__name__)
+        logger.info("run %s ended %s (%s) at stage %s", self.run_id, status, error.code, self.stage)
+        await self._end_partial(status, error)
+        await self.manager.fail_stream(self.writer.stream_id, self.run_id, error.to_body())
+        return status
+
+    async def _end_cancelled(self) -> str:
+        await self._end_partial(RunStatus.CANCELLED, None)
+        await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
+        return RunStatus.CANCELLED
+
+    async def _renew_lease(self) -> None:
+        from helix_django.conf import helix_settings
+
+        seen = 0.0
+        while True:
+            await asyncio.sleep(helix_settings.LEASE_RENEW_SECONDS)
+            held = await store.arenew_lease(self.run_id, self.owner, helix_settings.LEASE_SECONDS)
+            if held and self.last_event_at > seen:
+                seen = self.last_event_at
+                try:
+                    await store.aupdate_run(self.run_id)
+                except RunSupersededError:
+                    held = False
+            if not held:
+                logger.info("run %s lost its lease; stopping", self.run_id)
+                self.is_lease_lost = True
+                if self.task is not None:
+                    self.task.cancel()
+                return

@@ -1,0 +1,373 @@
+"""The executor's other entry points: cancel, tool results, regenerate, continue, wait.
+
+Resume, Continue and Regenerate are different (000): ``regenerate`` starts a new attempt
+of the turn from the last safe checkpoint (a rewind, announced by one
+``data-stream-resync`` with reason ``retry``); ``continue_run`` starts a new run that
+re-opens the partial answer and asks the model to go on; neither re-runs a side effect
+(persisted tool results are reused, unknown outcomes are reported, never repeated).
+Cancellation is its own terminal (000, "Cancellation has its own recovery rules").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from helix_django import store
+from helix_django.errors import (
+    AlreadyRunningError,
+    InvalidToolResultError,
+    RunInterruptedError,
+    RunNotActionableError,
+    RunNotFoundError,
+    RunSupersededError,
+    StreamFenceError,
+    ValidationError,
+)
+from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
+from helix_django.runtime import requests as rq
+from helix_django.runtime.agents import get_agent
+from helix_django.runtime.handles import Launch, RunHandle
+from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
+from helix_django.streams import get_stream_manager
+
+#: Seconds an entry point waits for a local run task to end after cancelling it.
+CANCEL_WAIT_SECONDS = 15.0
+NO_RESULT_TEXT = "This tool call has no recorded result"
+
+
+def _get_run(session_id: str, run_id: str) -> Run:
+    run = Run.objects.filter(pk=run_id, session_id=session_id).first()
+    if run is None:
+        raise RunNotFoundError()
+    return run
+
+
+def _current_run(session_id: str) -> Run | None:
+    session = ChatSession.objects.filter(pk=session_id).first()
+    return Run.objects.filter(pk=session.current_run_id).first() if session and session.current_run_id else None
+
+
+aget_run = sync_to_async(_get_run)
+acurrent_run = sync_to_async(_current_run)
+
+
+class EntriesMixin:
+    """Cancel / submit / regenerate / continue for :class:`~helix_django.runtime.executor.LocalExecutor`."""
+
+    owner: str
+    _entries: dict[str, Any]
+
+    _launch: Any
+    """Provided by LocalExecutor: run-start commit, claim, opening chunks, task."""
+    _keyed_duplicate: Any
+
+    # --- local tasks -----------------------------------------------------------------------
+
+    def is_local(self, run_id: str) -> bool:
+        """Whether ``run_id`` is executing in this process right now."""
+        entry = self._entries.get(run_id)
+        return entry is not None and not entry.done.done()
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> str | None:
+        """Wait until a run executing here ends or suspends; return its final status (None if not local)."""
+        entry = self._entries.get(run_id)
+        if entry is None:
+            return None
+        return await asyncio.wait_for(asyncio.wrap_future(entry.done), timeout)
+
+    async def _wait_claimed(self, run_id: str) -> None:
+        entry = self._entries.get(run_id)
+        if entry is not None:
+            await asyncio.wait_for(asyncio.wrap_future(entry.claimed), CANCEL_WAIT_SECONDS)
+
+    async def _retire_if_dead(self, run: Run) -> bool:
+        """End a live run nobody executes any more as ``interrupted``; False if it is still executing.
+
+        Dead: its lease expired, or this process owns it but has no task for it.
+        """
+        if self.is_local(run.id) or run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+            return False
+        expired = run.lease_expires_at is None or run.lease_expires_at < timezone.now()
+        if not expired and run.lease_owner != self.owner:
+            return False
+        await store.amark_started_tool_executions_unknown(run.id)
+        row = await rq.aload_response_row(run.session_id, run.start_message_count, run.response_message_id)
+        info = await get_stream_manager().get_info(run.session_id)
+        await store.acommit_terminal(
+            run.id,
+            RunStatus.INTERRUPTED,
+            response_message=row,
+            stream_sequence=info.head_sequence if info else run.start_sequence,
+            error=RunInterruptedError(cause="process_lost"),
+            stage=run.status,
+        )
+        return True
+
+    # --- cancel ----------------------------------------------------------------------------
+
+    async def cancel(self, *, session: ChatSession, run_id: str) -> Run:
+        """Cancel a live run: status ``cancelled`` with ``cancel_requested_at`` and the provider's answer.
+
+        The partial answer is kept, marked partial; the stream ends with ``cancelled`` (not
+        failed). Idempotent for a cancelled run. Raises RunNotFoundError, and
+        RunNotActionableError for a run that ended otherwise.
+        """
+        run = await aget_run(session.id, run_id)
+        if run.status == RunStatus.CANCELLED:
+            return run
+        if not run.is_live:
+            raise RunNotActionableError(cause="run_not_live")
+        provider = get_agent(run.agent).provider
+        answer = ""
+        if run.provider_operation_id and provider.supports_cancel:
+            try:
+                answer = (await provider.cancel(run.provider_operation_id))[:64]
+            except Exception:  # the outcome is uncertain; recorded as such
+                answer = "failed"
+        try:
+            await store.aupdate_run(run.id, cancel_requested_at=timezone.now(), provider_cancel_result=answer)
+        except RunSupersededError:
+            return await aget_run(session.id, run_id)
+        entry = self._entries.get(run.id)
+        if entry is not None and entry.task is not None and not entry.done.done():
+            entry.loop.is_cancel_requested = True
+            entry.event_loop.call_soon_threadsafe(entry.task.cancel)
+            await asyncio.wait_for(asyncio.wrap_future(entry.done), CANCEL_WAIT_SECONDS)
+        else:
+            await self._cancel_detached(run)
+        return await aget_run(session.id, run_id)
+
+    async def _cancel_detached(self, run: Run) -> None:
+        """Cancel a run no task of this process executes (suspended, or executing elsewhere)."""
+        await store.amark_started_tool_executions_unknown(run.id)
+        row = await rq.aload_response_row(run.session_id, run.start_message_count, run.response_message_id)
+        manager = get_stream_manager()
+        info = await manager.get_info(run.session_id)
+        await store.acommit_terminal(
+            run.id,
+            RunStatus.CANCELLED,
+            response_message=row,
+            stream_sequence=info.head_sequence if info else run.start_sequence,
+        )
+        try:
+            await manager.end_stream(run.session_id, run.id, end_status="cancelled")
+        except StreamFenceError:
+            pass  # another run holds the stream; nothing of ours to end
+
+    # --- client tools and approvals --------------------------------------------------------
+
+    async def submit_tool_results(
+        self, *, session: ChatSession, run_id: str, results: list[dict[str, Any]], user: Any = None
+    ) -> RunHandle | None:
+        """Store browser results / approval answers of a suspended run; continue it once the batch is complete.
+
+        ``results``: ``[{"toolCallId", "output"} | {"toolCallId", "errorText"} | {"toolCallId", "approved"}]``.
+        Returns None while calls of the batch are still unanswered. Raises
+        RunSupersededError (late submit), InvalidToolResultError, RunNotActionableError.
+        """
+        run = await aget_run(session.id, run_id)
+        if run.status == RunStatus.SUPERSEDED:
+            raise RunSupersededError()
+        if run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
+            raise RunNotActionableError(cause="run_not_suspended")
+        known = {e.tool_call_id: e for e in await store.alist_tool_executions(run_id=run.id)}
+        for result in results if isinstance(results, list) else [None]:
+            status, value, code = _answer(result)
+            execution = known.get(result["toolCallId"])
+            if execution is not None and execution.status == status:
+                continue  # a repeated submit of the same answer
+            await store.aanswer_tool_execution(
+                run.id, result["toolCallId"], status=status, result=value, error_code=code
+            )
+        if await rq.apending_tool_executions(run.id):
+            return None
+        return await self._continue_after_tools(session, run, user)
+
+    async def _continue_after_tools(self, session: ChatSession, run: Run, user: Any) -> RunHandle:
+        row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
+        if row is None:
+            raise RunNotActionableError(cause="response_message_missing")
+        agent = get_agent(session.agent)
+        waiting = {
+            p["toolCallId"]
+            for p in row["parts"]
+            if p.get("state") in ("input-available", "approval-requested") and "toolCallId" in p
+        }
+        chunks: list[dict[str, Any]] = []
+        approved = []
+        for execution in await store.alist_tool_executions(run_id=run.id):
+            call_id = execution.tool_call_id
+            if call_id not in waiting:
+                continue
+            if execution.status == ToolExecutionStatus.SUCCEEDED:
+                chunks.append({"type": "tool-output-available", "toolCallId": call_id, "output": execution.result})
+            elif execution.status == ToolExecutionStatus.FAILED:
+                text = str((execution.result or {}).get("errorText") or "The tool failed")
+                chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": text})
+            elif execution.status == ToolExecutionStatus.DENIED:
+                chunks.append({"type": "tool-output-denied", "toolCallId": call_id})
+            elif execution.status == ToolExecutionStatus.APPROVED and execution.name in agent.tools:
+                approved.append((agent.tools[execution.name], execution.arguments, call_id))
+        request = store.RunStartRequest(
+            session_id=session.id,
+            kind="tool_result",
+            input_messages=[row],
+            turn_message_id=run.turn_message_id,
+            attempt=run.attempt,
+            expected_current_run_id=run.id,
+            supersede_live=True,
+        )
+        launch = Launch(request, lambda _r: chunks, parts=row["parts"], metadata=row["metadata"], approved=approved)
+        return await self._launch(session, launch, user=user)
+
+    async def _tool_result_from_message(self, session: ChatSession, message: dict[str, Any], user: Any) -> RunHandle:
+        run = await acurrent_run(session.id)
+        if run is None or run.response_message_id != message["id"]:
+            raise ValidationError("No pending tool calls for this message", cause="no_pending_tools")
+        if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+            handle = await self.submit_tool_results(
+                session=session, run_id=run.id, results=rq.tool_answers(message), user=user
+            )
+            if handle is not None:
+                return handle
+            info = await get_stream_manager().get_info(session.stream_id)
+            head = info.head_sequence if info else run.start_sequence
+            return RunHandle(
+                run.id, session.stream_id, run.response_message_id, head, run_status=run.status, is_pending_batch=True
+            )
+        if run.is_live:
+            return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence, True, run.status)
+        raise RunNotActionableError(cause="run_not_suspended")
+
+    # --- regenerate and continue -----------------------------------------------------------
+
+    async def regenerate(
+        self, *, session: ChatSession, request_key: str | None = None, user: Any = None, supersede_live: bool = False
+    ) -> RunHandle:
+        """Run the session's latest turn again as a new attempt; the earlier attempt stays auditable.
+
+        Rewinds to the turn's user message (a ``truncate`` checkpoint) and writes one
+        ``data-stream-resync`` (reason ``retry``). Raises AlreadyRunningError while a run
+        executes (unless ``supersede_live``), RunNotActionableError without a user turn.
+        """
+        run = await acurrent_run(session.id)
+        supersede = supersede_live or (run is not None and run.status == RunStatus.SUSPENDED_CLIENT_TOOL)
+        if run is not None and run.is_live and not supersede and not await self._retire_if_dead(run):
+            raise AlreadyRunningError()
+        turn_id = run.turn_message_id if run is not None else ""
+        position = await rq.auser_position(session.id, turn_id)
+        if position is None:
+            raise RunNotActionableError(cause="no_user_turn")
+        if not turn_id:
+            turn_id = await rq.auser_id(session.id, position)
+        digest = rq.input_hash("regenerate", turn_id)
+        if request_key:
+            duplicate = await self._keyed_duplicate(session, request_key, digest)
+            if duplicate is not None:
+                return duplicate
+        request = store.RunStartRequest(
+            session_id=session.id,
+            kind="regenerate",
+            truncate_to=position + 1,
+            turn_message_id=turn_id,
+            attempt=await rq.anext_attempt(session.id, turn_id),
+            request_key=request_key or None,
+            input_hash=digest,
+            expected_current_run_id=run.id if run is not None else None,
+            supersede_live=supersede,
+        )
+
+        def resync(result: store.RunStartResult) -> list[dict[str, Any]]:
+            data = {
+                "checkpointId": result.checkpoint.id,
+                "stepCount": 0,
+                "messageCount": result.checkpoint.message_count,
+                "fromSequence": result.run.start_sequence,
+                "reason": "retry",
+                "runId": result.run.id,
+                "truncateCheckpointId": result.truncate_checkpoint.id if result.truncate_checkpoint else None,
+            }
+            return [{"type": "data-stream-resync", "data": data}]
+
+        return await self._launch(session, Launch(request, resync), user=user)
+
+    async def continue_run(self, *, session: ChatSession, run_id: str, user: Any = None) -> RunHandle:
+        """Start a new run that continues the partial answer of an interrupted/failed/cancelled run ("Continue").
+
+        Persisted tool results are sent to the model, never re-executed; calls without a
+        recorded outcome are reported as unknown. Raises RunNotFoundError,
+        AlreadyRunningError (the run still executes), RunNotActionableError.
+        """
+        run = await aget_run(session.id, run_id)
+        current = await acurrent_run(session.id)
+        if current is None or current.id != run.id:
+            raise RunNotActionableError(cause="not_latest_run")
+        if run.is_live:
+            if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+                raise RunNotActionableError(cause="run_suspended")
+            if not await self._retire_if_dead(run):
+                raise AlreadyRunningError()
+            run = await aget_run(session.id, run_id)
+        if run.status not in (RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.CANCELLED):
+            raise RunNotActionableError(cause="run_not_interrupted")
+        await store.amark_started_tool_executions_unknown(run.id)
+        row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
+        chunks = await _settle_open_calls(row, run)
+        request = store.RunStartRequest(
+            session_id=session.id,
+            kind="continue",
+            input_messages=[row] if row else [],
+            turn_message_id=run.turn_message_id,
+            attempt=await rq.anext_attempt(session.id, run.turn_message_id),
+            expected_current_run_id=run.id,
+        )
+        launch = Launch(
+            request,
+            lambda _r: chunks,
+            parts=row["parts"] if row else None,
+            metadata=row["metadata"] if row else None,
+            add_continue_instruction=True,
+        )
+        return await self._launch(session, launch, user=user)
+
+
+async def _settle_open_calls(row: dict[str, Any] | None, run: Run) -> list[dict[str, Any]]:
+    """Chunks giving every open tool call of ``row`` its persisted outcome (never re-executing it)."""
+    if row is None:
+        return []
+    executions = {e.tool_call_id: e for e in await store.alist_tool_executions(run_id=run.id)}
+    chunks: list[dict[str, Any]] = []
+    for part in row["parts"]:
+        if part.get("state") not in ("input-available", "approval-requested") or "toolCallId" not in part:
+            continue
+        call_id = part["toolCallId"]
+        execution = executions.get(call_id)
+        if execution is not None and execution.status == ToolExecutionStatus.SUCCEEDED:
+            chunks.append({"type": "tool-output-available", "toolCallId": call_id, "output": execution.result})
+            continue
+        text = NO_RESULT_TEXT
+        if execution is not None and execution.status == ToolExecutionStatus.UNKNOWN:
+            text = UNKNOWN_OUTCOME_TEXT
+        elif execution is not None and execution.status == ToolExecutionStatus.FAILED:
+            text = "The tool failed"
+        chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": text})
+    return chunks
+
+
+def _answer(result: Any) -> tuple[str, Any, str]:
+    """Validate one submitted answer; return (status, stored result, error code)."""
+    if not isinstance(result, dict) or not isinstance(result.get("toolCallId"), str):
+        raise InvalidToolResultError()
+    if "approved" in result:
+        if not isinstance(result["approved"], bool):
+            raise InvalidToolResultError()
+        return (ToolExecutionStatus.APPROVED if result["approved"] else ToolExecutionStatus.DENIED), None, ""
+    if "errorText" in result:
+        return ToolExecutionStatus.FAILED, {"errorText": str(result["errorText"])[:500]}, "client_error"
+    if "output" in result:
+        return ToolExecutionStatus.SUCCEEDED, result["output"], ""
+    raise InvalidToolResultError()

@@ -1,0 +1,170 @@
+"""One LLM attempt: provider events -> UI chunks, with recovery of a cut durable operation.
+
+The provider's operation id is stored on the run the moment it arrives, before the next
+event is handled (000, "If the provider returns a durable response/operation identifier
+early enough, persist it immediately"). When the stream ends without a finish and the
+run has an operation id, the attempt asks the provider what happened, using only the
+capabilities it declares: ``stream_from`` (replay after the last position), then
+``retrieve`` (poll the final state). Without either, the drop is a retryable
+ProviderError with cause ``stream_dropped`` (the run is then interrupted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import TYPE_CHECKING
+
+from helix_django import store
+from helix_django.errors import ProviderError
+from helix_django.runtime.providers.base import (
+    Finish,
+    OperationStarted,
+    Progress,
+    ProviderEvent,
+    ProviderRequest,
+    ReasoningDelta,
+    TextDelta,
+    ToolCall,
+)
+
+if TYPE_CHECKING:
+    from helix_django.runtime.agent import RunLoop
+
+#: Bound on polling ``retrieve`` for an operation that is still in progress after a drop.
+RETRIEVE_DEADLINE_SECONDS = 120.0
+RETRIEVE_POLL_SECONDS = 0.25
+
+
+@dataclasses.dataclass
+class StepResult:
+    """The outcome of a step's successful attempt."""
+
+    finish_reason: str = "stop"
+    tool_calls: list[ToolCall] = dataclasses.field(default_factory=list)
+    usage: dict[str, int] = dataclasses.field(default_factory=dict)
+    is_suspended: bool = False
+    """Some tool call waits for the browser or for an approval."""
+
+
+class AttemptStreamer:
+    """Streams one attempt of the loop's current step into the loop's writer."""
+
+    def __init__(self, loop: RunLoop, number: int) -> None:
+        self.loop = loop
+        self.number = number
+        self.provider = loop.agent.provider
+        self.operation_id = ""
+        self.position = 0
+        self.text = ""
+        self.reasoning = ""
+        self.calls: list[ToolCall] = []
+        self._open: dict[str, str] = {}
+        self._parts = 0
+
+    async def stream(self) -> StepResult:
+        """Run the attempt; raise ProviderError on failure (``stream_dropped`` for an unrecoverable cut)."""
+        loop = self.loop
+        request = ProviderRequest(
+            model=loop.agent.model,
+            system=loop.agent.system_prompt,
+            messages=loop.provider_messages(),
+            tools=loop.agent.tool_specs(),
+            run_id=loop.run_id,
+            attempt_id=loop.attempt_id,
+            options={"attempt_number": self.number},
+        )
+        finish: Finish | None = None
+        try:
+            async for event in self.provider.stream(request):
+                finish = await self._apply(event) or finish
+        except ProviderError as exc:
+            if exc.cause != "stream_dropped" or not self.operation_id:
+                raise
+        if finish is None:
+            finish = await self._recover()
+        self._close_all()
+        return StepResult(finish.reason, self.calls, dict(finish.usage))
+
+    # --- events --------------------------------------------------------------------------
+
+    def _open_part(self, kind: str) -> str:
+        other = "text" if kind == "reasoning" else "reasoning"
+        if other in self._open:
+            self._close(other)
+        if kind not in self._open:
+            self._parts += 1
+            part_id = f"{self.loop.attempt_id}-{self._parts}"
+            self._open[kind] = part_id
+            self.loop.emit({"type": f"{kind}-start", "id": part_id}, content=True)
+        return self._open[kind]
+
+    def _close(self, kind: str) -> None:
+        part_id = self._open.pop(kind, None)
+        if part_id is not None:
+            self.loop.emit({"type": f"{kind}-end", "id": part_id}, content=True)
+
+    def _close_all(self) -> None:
+        self._close("reasoning")
+        self._close("text")
+
+    async def _apply(self, event: ProviderEvent) -> Finish | None:
+        if isinstance(event, TextDelta):
+            if event.text:
+                self.text += event.text
+                self.loop.emit({"type": "text-delta", "id": self._open_part("text"), "delta": event.text}, content=True)
+        elif isinstance(event, ReasoningDelta):
+            if event.text:
+                self.reasoning += event.text
+                part_id = self._open_part("reasoning")
+                self.loop.emit({"type": "reasoning-delta", "id": part_id, "delta": event.text}, content=True)
+        elif isinstance(event, ToolCall):
+            if all(call.id != event.id for call in self.calls):
+                self.calls.append(event)
+        elif isinstance(event, OperationStarted):
+            self.operation_id = event.operation_id
+            self.position = max(self.position, event.sequence)
+            await store.aupdate_run(self.loop.run_id, provider_operation_id=event.operation_id)
+        elif isinstance(event, Progress):
+            self.position = max(self.position, event.sequence)
+        elif isinstance(event, Finish):
+            return event
+        return None
+
+    # --- recovery of a cut stream --------------------------------------------------------
+
+    async def _recover(self) -> Finish:
+        if self.operation_id and self.provider.supports_stream_from:
+            finish = await self._replay_tail()
+            if finish is not None:
+                return finish
+        if self.operation_id and self.provider.supports_retrieve:
+            return await self._poll_result()
+        raise ProviderError(retryable=True, cause="stream_dropped")
+
+    async def _replay_tail(self) -> Finish | None:
+        finish: Finish | None = None
+        try:
+            async for event in self.provider.stream_from(self.operation_id, self.position):
+                finish = await self._apply(event) or finish
+        except ProviderError:
+            return None
+        return finish
+
+    async def _poll_result(self) -> Finish:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RETRIEVE_DEADLINE_SECONDS
+        while True:
+            result = await self.provider.retrieve(self.operation_id)
+            if result.status != "in_progress" or loop.time() > deadline:
+                break
+            await asyncio.sleep(RETRIEVE_POLL_SECONDS)
+        if result.status != "completed":
+            raise ProviderError(retryable=True, cause="stream_dropped")
+        for kind, full, seen in (("reasoning", result.reasoning, self.reasoning), ("text", result.text, self.text)):
+            rest = full[len(seen) :] if full.startswith(seen) else ""
+            if rest:
+                await self._apply(ReasoningDelta(rest) if kind == "reasoning" else TextDelta(rest))
+        for call in result.tool_calls:
+            await self._apply(call)
+        return Finish(result.finish_reason, result.usage)

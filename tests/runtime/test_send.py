@@ -1,0 +1,104 @@
+"""A plain send: persisted before inference, streamed, committed; the handle is readable at once."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from helix_django.models import Checkpoint, Run
+from helix_django.runtime.executor import RunHandle
+from helix_django.runtime.providers.scripted import default_reply
+from helix_django.snapshot import abuild_snapshot
+from helix_django.streams import get_stream_manager
+from tests.runtime.conftest import accumulate, agent, rows, run_chunks, stream_chunks, text, user_message
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+
+async def test_plain_send_streams_and_commits_the_reply(executor, session, use_agents):
+    use_agents(default=agent())
+    handle = await executor.execute(session, [user_message("What is a checkpoint?", "u-1")])
+    assert isinstance(handle, RunHandle)
+    assert handle.from_sequence == 0 and not handle.is_duplicate
+    # The stream is claimed and readable when execute() returns.
+    info = await get_stream_manager().get_info(session.stream_id)
+    assert info.run_id == handle.run_id and info.status == "active" and info.head_sequence >= 2
+
+    reader = await get_stream_manager().create_resumable_reader(
+        session.stream_id, from_sequence=handle.from_sequence, wait_for_live=True
+    )
+    seen = [chunk async for _seq, chunk in reader]
+    assert await executor.wait(handle.run_id, 10) in (None, "completed")
+
+    types = [c["type"] for c in seen]
+    assert types[:3] == ["helix-run-start", "start", "start-step"]
+    assert types[-3:] == ["helix-step-committed", "finish", "helix-run-end"]
+    assert seen[0] == {
+        "type": "helix-run-start",
+        "runId": handle.run_id,
+        "kind": "send",
+        "attempt": 1,
+        "messageId": handle.response_message_id,
+        "_run": handle.run_id,
+    }
+    assert seen[2]["_attempt"].startswith("att_") and seen[2]["_step"] == 1
+    assert all(c["_run"] == handle.run_id for c in seen)
+
+    run = await Run.objects.aget(pk=handle.run_id)
+    assert run.status == "completed" and run.provider == "scripted" and run.step_count == 1
+    messages = await rows(session.id)
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    reply = messages[1]
+    assert text(reply) == default_reply("What is a checkpoint?")
+    assert reply["metadata"]["helix"] == {"runId": run.id, "status": "completed", "partial": False}
+    # The committed message is exactly what a client builds from the same chunks.
+    assert reply == accumulate(seen, handle.response_message_id)
+
+    snapshot = await abuild_snapshot(session.id)
+    assert snapshot["status"] == "ended" and snapshot["messages"] == messages
+    last_cp = await Checkpoint.objects.filter(session_id=session.id).order_by("-id").afirst()
+    assert last_cp.kind == "terminal"
+    assert snapshot["streamSequence"] == last_cp.stream_sequence
+
+
+async def test_a_client_that_goes_away_does_not_stop_the_run(executor, session, use_agents):
+    use_agents(default=agent({"PACE_TPS": 400}))
+    handle = await executor.execute(session, [user_message("Tell me about leases")])
+    reader = await get_stream_manager().create_resumable_reader(session.stream_id, from_sequence=0)
+    async for _seq, chunk in reader:
+        if chunk["type"] == "text-delta":
+            break
+    await reader.close()  # the client disconnects mid-reply
+    assert await executor.wait(handle.run_id, 20) == "completed"
+    run = await Run.objects.aget(pk=handle.run_id)
+    assert run.status == "completed"
+    assert run.lease_owner == "" and run.last_event_at is not None
+
+
+async def test_lease_is_held_and_renewed_while_streaming(executor, session, use_agents):
+    use_agents(default=agent({"PACE_TPS": 60}))
+    handle = await executor.execute(session, [user_message("A slow question")])
+    first = await Run.objects.aget(pk=handle.run_id)
+    assert first.lease_owner == executor.owner
+    await asyncio.sleep(0.6)
+    later = await Run.objects.aget(pk=handle.run_id)
+    assert later.lease_owner == executor.owner
+    assert later.lease_expires_at > first.lease_expires_at
+    assert later.last_event_at > first.last_event_at
+    await executor.cancel(session=session, run_id=handle.run_id)
+
+
+async def test_second_turn_uses_the_committed_history(executor, session, use_agents):
+    use_agents(default=agent())
+    first = await executor.execute(session, [user_message("first question", "u-a")])
+    await executor.wait(first.run_id, 10)
+    second = await executor.execute(session, [user_message("second question", "u-b")])
+    assert second.from_sequence > first.from_sequence
+    await executor.wait(second.run_id, 10)
+    messages = await rows(session.id)
+    assert [m["id"] for m in messages][::2] == ["u-a", "u-b"]
+    assert "second question" in text(messages[3])
+    chunks = await stream_chunks(session.id, after=second.from_sequence)
+    assert {c["_run"] for _s, c in chunks} == {second.run_id}
+    assert run_chunks(chunks, second.run_id)[0]["type"] == "helix-run-start"
