@@ -20,8 +20,8 @@ from helix_django.protocol import ATTEMPT_KEY, RUN_KEY, MessageAccumulator
 from helix_django.streams import get_stream_manager
 
 StoredChunk = tuple[int, dict[str, Any]]
-#: Chunks read per stream-manager call while collecting a run's chunks.
-READ_BATCH = 1000
+#: Chunks read per stream-manager call while collecting a run's chunks (one read covers most runs).
+READ_BATCH = 5000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,13 +151,15 @@ def text_chars(message: dict[str, Any]) -> int:
     return sum(len(p.get("text", "")) for p in message.get("parts", []) if p.get("type") in ("text", "reasoning"))
 
 
-async def arebuild_partial(run: Run) -> PartialOutput:
+async def arebuild_partial(run: Run, chunks: list[StoredChunk] | None = None) -> PartialOutput:
     """Rebuild ``run``'s response from its last checkpoint and later chunks (see module docstring).
 
+    ``chunks`` are the run's chunks when the caller already read them (:func:`aread_run_chunks`).
     Raises StreamConnectionError when the stream manager cannot be read.
     """
     base, after = await sync_to_async(base_message)(run)
-    chunks = await aread_run_chunks(run)
+    if chunks is None:
+        chunks = await aread_run_chunks(run)
     tail = [(seq, chunk) for seq, chunk in chunks if seq > after]
     acc = apply_chunks(base, run.response_message_id, tail)
     end_status = ""

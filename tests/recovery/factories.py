@@ -94,3 +94,36 @@ class InFlight:
     def expire(self) -> None:
         """The process is gone: its lease ran out."""
         Run.objects.filter(pk=self.run_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+
+def durable_agents(**options: Any) -> dict[str, Any]:
+    """Return a ``HELIX`` override whose default agent uses the scripted provider in durable mode."""
+    return {
+        "FLUSH_INTERVAL_MS": 5,
+        "AGENTS": {
+            "default": {
+                "PROVIDER": {
+                    "BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider",
+                    "OPTIONS": {"DURABLE": True, **options},
+                },
+                "MODEL": "scripted-1",
+            }
+        },
+    }
+
+
+def start_operation(options: dict[str, Any], question: str = "explain leases") -> str:
+    """Start a durable scripted operation (as a process would), take its id, then stop reading."""
+    from helix_django.runtime.providers.base import OperationStarted, ProviderRequest
+    from helix_django.runtime.providers.scripted import ScriptedProvider
+
+    async def first_event() -> str:
+        stream = ScriptedProvider({"DURABLE": True, **options}).stream(
+            ProviderRequest(model="scripted-1", system="", messages=[{"role": "user", "content": question}])
+        )
+        event = await stream.__anext__()
+        await stream.aclose()
+        assert isinstance(event, OperationStarted)
+        return event.operation_id
+
+    return async_to_sync(first_event)()

@@ -1,0 +1,94 @@
+"""Chat sessions in the admin: owner, agent, current run status, message count; messages and runs inline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
+
+from helix_django.models import ChatSession, Message, Run
+
+
+class MessageInline(admin.TabularInline):
+    """The session's active conversation rows, in order (read-only)."""
+
+    model = Message
+    fields = ("position", "role", "ui_id", "text_preview", "is_partial")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    verbose_name_plural = _("conversation")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).filter(position__isnull=False).order_by("position")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description=_("text"))
+    def text_preview(self, obj: Message) -> str:
+        text = obj.text
+        return text if len(text) <= 120 else text[:119] + "…"
+
+    @admin.display(boolean=True, description=_("partial"))
+    def is_partial(self, obj: Message) -> bool:
+        return bool((obj.metadata or {}).get("helix", {}).get("partial"))
+
+
+class RunInline(admin.TabularInline):
+    """The session's generations, newest first (read-only; open one to act on it)."""
+
+    model = Run
+    fields = ("id", "status", "kind", "attempt", "provider", "model", "partial_chars", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = True
+    ordering = ("-created_at",)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ChatSession)
+class ChatSessionAdmin(admin.ModelAdmin):
+    """Sessions: who owns them, which agent, how their current generation is doing."""
+
+    list_display = ("id", "owner", "agent", "current_run_status", "message_count", "updated_at")
+    list_select_related = ("owner", "current_run")
+    list_filter = ("agent",)
+    search_fields = ("id", "owner__username", "title")
+    readonly_fields = ("id", "owner", "anonymous_key", "current_run", "message_count", "created_at", "updated_at")
+    fields = (
+        "id",
+        "title",
+        "owner",
+        "anonymous_key",
+        "agent",
+        "current_run",
+        "message_count",
+        "created_at",
+        "updated_at",
+    )
+    inlines = (MessageInline, RunInline)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        # Only the title is editable: everything else is written by the store.
+        return (*self.readonly_fields, "agent")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description=_("current run"), ordering="current_run__status")
+    def current_run_status(self, obj: ChatSession) -> str:
+        return obj.current_run.get_status_display() if obj.current_run else "—"

@@ -1,0 +1,172 @@
+"""Confirmation pages of the recovery actions; POST performs, logs admin history, reports.
+
+Every page says what will happen (``texts.EFFECTS``) and, when the action does not apply,
+why. Performing needs ``helix_django.reconcile_run`` (403 otherwise) and writes a
+``LogEntry`` change message naming the action and its outcome.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.translation import gettext as _
+
+from helix_django.admin.texts import EFFECTS, TITLES
+from helix_django.errors import HelixError
+from helix_django.models import Run, ToolExecution, ToolExecutionStatus
+from helix_django.recovery import inventory as inv
+from helix_django.recovery.actions import aperform, aresolve_tool
+
+
+def _change_url(run: Run) -> str:
+    return reverse("admin:helix_django_run_change", args=[run.pk])
+
+
+def _context(modeladmin: Any, request: HttpRequest, **extra: Any) -> dict[str, Any]:
+    return {
+        **modeladmin.admin_site.each_context(request),
+        "opts": modeladmin.model._meta,
+        "app_label": modeladmin.model._meta.app_label,
+        **extra,
+    }
+
+
+def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> bool:
+    """Perform ``action`` on ``run``; log it; report to the user. Return whether it succeeded."""
+    try:
+        result = async_to_sync(aperform)(action, run.pk, actor_id=request.user.pk)
+    except HelixError as exc:
+        modeladmin.message_user(
+            request,
+            _("%(title)s was refused for %(run)s: %(reason)s")
+            % {"title": TITLES[action], "run": run.pk, "reason": exc.message},
+            messages.ERROR,
+        )
+        return False
+    note = f"Recovery action: {TITLES[action]} -> {result.outcome}"
+    if result.new_run_id:
+        note += f" (new generation {result.new_run_id})"
+    modeladmin.log_change(request, Run.objects.get(pk=run.pk), note)
+    return True
+
+
+def confirm_action(modeladmin: Any, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
+    """GET: the confirmation page of ``action`` on one run. POST: perform it."""
+    run = modeladmin.get_object(request, object_id)
+    if run is None or action not in inv.ACTIONS:
+        raise Http404
+    if not modeladmin.has_view_permission(request, run):
+        raise PermissionDenied
+    if request.method == "POST":
+        if not modeladmin.has_reconcile_permission(request, run):
+            raise PermissionDenied
+        if _perform(modeladmin, request, run, action):
+            modeladmin.message_user(
+                request, _("%(title)s done for %(run)s.") % {"title": TITLES[action], "run": run.pk}
+            )
+        return HttpResponseRedirect(_change_url(run))
+    offer = inv.inventory(run)[action]
+    return TemplateResponse(
+        request,
+        "admin/helix_django/run/confirm_action.html",
+        _context(
+            modeladmin,
+            request,
+            title=_("%(title)s: are you sure?") % {"title": TITLES[action]},
+            action=action,
+            action_title=TITLES[action],
+            effect=EFFECTS[action],
+            offer=offer,
+            runs=[run],
+            original=run,
+            can_reconcile=modeladmin.has_reconcile_permission(request, run),
+            change_url=_change_url(run),
+        ),
+    )
+
+
+def bulk_confirm(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run], action: str) -> HttpResponse | None:
+    """The changelist action: a confirmation page first, then ``action`` on every selected run."""
+    runs = list(queryset)
+    if request.POST.get("confirm") == "yes":
+        done = sum(_perform(modeladmin, request, run, action) for run in runs)
+        modeladmin.message_user(
+            request, _("%(title)s done for %(count)d generation(s).") % {"title": TITLES[action], "count": done}
+        )
+        return None
+    return TemplateResponse(
+        request,
+        "admin/helix_django/run/confirm_action.html",
+        _context(
+            modeladmin,
+            request,
+            title=_("%(title)s: are you sure?") % {"title": TITLES[action]},
+            action=action,
+            action_title=TITLES[action],
+            effect=EFFECTS[action],
+            runs=runs,
+            offers={run.pk: inv.inventory(run)[action] for run in runs},
+            is_bulk=True,
+            bulk_action_name=f"recovery_{action}",
+            can_reconcile=True,
+        ),
+    )
+
+
+def resolve_tool(modeladmin: Any, request: HttpRequest, object_id: str, execution_id: int) -> HttpResponse:
+    """Resolve a tool execution whose outcome is unknown: mark executed (with its result) or not executed."""
+    run = modeladmin.get_object(request, object_id)
+    execution = ToolExecution.objects.filter(pk=execution_id, run_id=object_id).first()
+    if run is None or execution is None:
+        raise Http404
+    error = ""
+    if request.method == "POST":
+        if not modeladmin.has_reconcile_permission(request, run):
+            raise PermissionDenied
+        choice = request.POST.get("outcome")
+        result: Any = None
+        if choice == "executed":
+            try:
+                result = json.loads(request.POST.get("result") or "null")
+            except ValueError:
+                error = _("The result must be valid JSON.")
+        elif choice != "not_executed":
+            error = _("Choose whether the tool ran.")
+        if not error:
+            try:
+                async_to_sync(aresolve_tool)(
+                    execution.pk, executed=choice == "executed", result=result, actor_id=request.user.pk
+                )
+            except HelixError as exc:
+                error = exc.message
+            else:
+                label = _("executed") if choice == "executed" else _("not executed")
+                modeladmin.log_change(request, run, f"Tool execution {execution.name} ({execution.pk}) marked {label}")
+                modeladmin.message_user(
+                    request, _("Tool %(name)s marked %(label)s.") % {"name": execution.name, "label": label}
+                )
+                return HttpResponseRedirect(_change_url(run))
+    return TemplateResponse(
+        request,
+        "admin/helix_django/run/resolve_tool.html",
+        _context(
+            modeladmin,
+            request,
+            title=_("Resolve tool execution %(name)s") % {"name": execution.name},
+            original=run,
+            execution=execution,
+            is_unknown=execution.status == ToolExecutionStatus.UNKNOWN,
+            error=error,
+            can_reconcile=modeladmin.has_reconcile_permission(request, run),
+            change_url=_change_url(run),
+        ),
+        status=400 if error else 200,
+    )
