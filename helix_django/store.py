@@ -452,19 +452,6 @@ def resolve_tool_execution(execution_id: int, *, status: str, result: Any = None
         raise RunNotActionableError(cause="tool_not_unknown")
 
 
-def mark_unknown_tool_outcomes(run_id: str) -> int:
-    """Mark ``run``'s tool executions that started and never recorded a result as ``unknown``.
-
-    000, "Persist tool execution before model continuation": a started execution without
-    a result may or may not have had its effect. Returns how many were marked.
-    """
-    from helix_django.models import ToolExecution, ToolExecutionStatus
-
-    return ToolExecution.objects.filter(run_id=run_id, status=ToolExecutionStatus.STARTED).update(
-        status=ToolExecutionStatus.UNKNOWN
-    )
-
-
 def delete_session(session_id: str) -> None:
     """Delete a session with its messages, runs and checkpoints (cascade)."""
     ChatSession.objects.filter(pk=session_id).delete()
@@ -593,7 +580,6 @@ aclaim_lease = sync_to_async(claim_lease)
 arecord_recovery = sync_to_async(record_recovery)
 atransition_run = sync_to_async(transition_run)
 aarchive_response = sync_to_async(archive_response)
-amark_unknown_tool_outcomes = sync_to_async(mark_unknown_tool_outcomes)
 aresolve_tool_execution = sync_to_async(resolve_tool_execution)
 asave_tool_execution = sync_to_async(save_tool_execution)
 afinish_tool_execution = sync_to_async(finish_tool_execution)

@@ -110,18 +110,30 @@ async def _cancel(run: Run) -> tuple[str, str]:
     return "cancelled", ""
 
 
-async def _start(run: Run, action: str) -> tuple[str, str]:
+async def _start(run: Run, action: str, wait_seconds: float | None) -> tuple[str, str]:
     session = await ChatSession.objects.aget(pk=run.session_id)
     executor = _executor()
     if action == inv.REGENERATE:
         handle = await executor.regenerate(session=session)
     else:
         handle = await executor.continue_run(session=session, run_id=run.id)
-    return "started", handle.run_id
+    if wait_seconds is None or not hasattr(executor, "wait"):
+        return "started", handle.run_id
+    try:
+        status = await executor.wait(handle.run_id, timeout=wait_seconds)
+    except TimeoutError:
+        return "started", handle.run_id
+    return f"started:{status}" if status else "started", handle.run_id
 
 
-async def aperform(action: str, run_id: str, *, actor_id: int | None = None) -> ActionResult:
+async def aperform(
+    action: str, run_id: str, *, actor_id: int | None = None, wait_seconds: float | None = None
+) -> ActionResult:
     """Perform recovery ``action`` (one of :data:`~helix_django.recovery.inventory.ACTIONS`) on a run.
+
+    ``wait_seconds``: for Regenerate/Continue from a sync caller (whose event loop ends when
+    the call returns), wait up to that long for the new run to end; the outcome is then
+    ``started:<status>``. A run still going after the wait is left to its lease and the scan.
 
     Raises RunNotFoundError, RunNotActionableError (with the reason people see) and, for
     Regenerate/Continue, the executor's typed errors.
@@ -139,7 +151,7 @@ async def aperform(action: str, run_id: str, *, actor_id: int | None = None) -> 
     elif action == inv.CANCEL:
         outcome, _ = await _cancel(run)
     elif action in (inv.REGENERATE, inv.CONTINUE):
-        outcome, new_run_id = await _start(run, action)
+        outcome, new_run_id = await _start(run, action, wait_seconds)
     elif action == inv.KEEP_PARTIAL:
         outcome = "kept"
     else:

@@ -86,7 +86,7 @@ async def ainterrupt(run: Run, partial: PartialOutput, *, stage: str, cause: str
     The stream gets one ``helix-run-end`` and a typed, retryable ``run_interrupted`` error
     body. Raises RunSupersededError when the run changed meanwhile (e.g. it was cancelled).
     """
-    tools_unknown = await store.amark_unknown_tool_outcomes(run.id)
+    tools_unknown = await store.amark_started_tool_executions_unknown(run.id)
     await store.acommit_terminal(
         run.id,
         RunStatus.INTERRUPTED,
