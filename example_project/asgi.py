@@ -1,6 +1,10 @@
 """ASGI entry point of the example site: HTTP and WebSocket through Channels, served by daphne.
 
-daphne example_project.asgi:application
+    daphne example_project.asgi:application
+
+helix_django's chat and stream routes and its WebSocket are Channels consumers under
+``helix/api/`` (where ``urls.py`` mounts ``helix_django.urls``); every other HTTP path goes
+to Django.
 """
 
 import os
@@ -11,17 +15,13 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 # Django must be set up before anything imports models (the routing below does).
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from helix_django.transport.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        # daphne serves no static files itself; the example serves the JS client and CSS
-        # through Django's static files handler (behind nginx, let nginx serve STATIC_ROOT).
-        "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
-)
+from helix_django.recovery.startup import RecoveryOnStartup  # noqa: E402
+from helix_django.transport.routing import get_asgi_application as helix_asgi_application  # noqa: E402
+
+# daphne serves no static files itself: the example serves the JS client and the CSS with
+# Django's static files handler (in production, let nginx serve STATIC_ROOT instead).
+# RecoveryOnStartup runs the relaunch scan when the process starts (and every LEASE_SECONDS):
+# a run left in flight by a killed server is found and marked interrupted, partial kept.
+application = RecoveryOnStartup(helix_asgi_application(ASGIStaticFilesHandler(django_asgi_app), prefix="helix/api/"))

@@ -134,6 +134,9 @@ else:
 
 HELIX = {
     "STREAM_MANAGERS": {"default": _stream_manager},
+    # One process: a short lease lets the relaunch scan find a run of a killed server soon.
+    "LEASE_SECONDS": 10,
+    "LEASE_RENEW_SECONDS": 3,
     "AGENTS": {
         "default": {
             "PROVIDER": _provider,

@@ -159,9 +159,10 @@ export function mountChat(root, options) {
       ui.conversation.replaceChildren(snapshotErrorState(view.error));
       return;
     }
-    if (view.status === "loading" && !view.messages.length) {
+    if (!view.loaded && !view.messages.length) {
       rendered.clear();
-      ui.conversation.replaceChildren(el("div", { class: "hx-empty", "data-testid": "loading" }, "Loading conversation…"));
+      const text = view.status === "reconnecting" ? "Connecting to the server…" : "Loading conversation…";
+      ui.conversation.replaceChildren(el("div", { class: "hx-empty", "data-testid": "loading" }, text));
       return;
     }
 

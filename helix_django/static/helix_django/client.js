@@ -132,6 +132,7 @@ export class HelixChat extends EventTarget {
     this.error = null;
     this.runId = null;
     this.runStatus = null;
+    this.loaded = false;
     this.gen = 0;
     this.controller = null;
     this.seenTriggers = new Set();
@@ -163,6 +164,7 @@ export class HelixChat extends EventTarget {
       runStatus: this.runStatus,
       cursor: this.cursor,
       liveMessageId: this.live?.message.id ?? null,
+      loaded: this.loaded,
       isBusy: ["submitted", "streaming", "reconnecting"].includes(this.status),
     };
   }
@@ -201,6 +203,7 @@ export class HelixChat extends EventTarget {
 
   /** Replace the rendered conversation by a snapshot; returns its resume options. */
   applySnapshot(snapshot) {
+    this.loaded = true;
     this.snapshot = snapshot;
     this.runId = snapshot?.runId ?? null;
     this.runStatus = snapshot?.runStatus ?? null;
@@ -414,7 +417,7 @@ export class HelixChat extends EventTarget {
         if (isNetworkError(error) || (typed.retryable && status >= 500)) {
           result = { dropped: true, received: 0 };
         } else {
-          this.setStatus("error", { kind: fromSnapshot ? "snapshot" : "stream", ...typed, status });
+          this.setStatus("error", { kind: fromSnapshot || !this.loaded ? "snapshot" : "stream", ...typed, status });
           return;
         }
       }
@@ -446,7 +449,8 @@ export class HelixChat extends EventTarget {
       attempt = result.received > 0 ? 1 : attempt + 1;
       if (attempt > this.reattach.maxAttempts) {
         this.setStatus("error", {
-          kind: "stream",
+          // Without any snapshot read the page has nothing to show: an error state, not an empty chat.
+          kind: this.loaded ? "stream" : "snapshot",
           code: "transport_stream_drop",
           error: "The connection to the server was lost",
           retryable: true,
@@ -494,7 +498,8 @@ export class HelixChat extends EventTarget {
   /** Send a user message with a fresh request key. */
   async send(text) {
     const message = { id: newMessageId(), role: "user", parts: [{ type: "text", text }], metadata: {} };
-    this.pending = { message, key: newRequestKey(), history: this.messages.filter((m) => m.role) };
+    const previous = this.pending?.message;
+    this.pending = { message, key: newRequestKey(), history: this.messages.filter((m) => m !== previous) };
     return this.submitPending();
   }
 

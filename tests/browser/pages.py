@@ -1,0 +1,81 @@
+"""Reading and driving the chat page in tests (selectors of helix_django/chat.html)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from playwright.sync_api import Page
+
+from helix_django.runtime.providers.scripted import default_reply
+
+
+def session_id_of(page: Page) -> str:
+    """Return the session id in the page's URL (``/c/<id>/``)."""
+    match = re.search(r"/c/([A-Za-z0-9_-]+)/", page.url)
+    assert match, page.url
+    return match.group(1)
+
+
+def send(page: Page, text: str) -> None:
+    """Type ``text`` into the composer and send it."""
+    page.fill("[data-hx=input]", text)
+    page.click("[data-hx=send]")
+
+
+def assistant_texts(page: Page) -> list[str]:
+    """Return the rendered text of every assistant message, in order."""
+    return page.eval_on_selector_all(
+        "article[data-role=assistant]",
+        "nodes => nodes.map(n => [...n.querySelectorAll('.hx-text')].map(t => t.textContent).join(''))",
+    )
+
+
+def user_texts(page: Page) -> list[str]:
+    """Return the rendered text of every user message, in order."""
+    return page.eval_on_selector_all(
+        "article[data-role=user]",
+        "nodes => nodes.map(n => [...n.querySelectorAll('.hx-text')].map(t => t.textContent).join(''))",
+    )
+
+
+def connection_status(page: Page) -> str:
+    """Return the client's status (loading, ready, submitted, streaming, reconnecting, error)."""
+    return page.get_attribute("[data-hx=connection]", "data-status") or ""
+
+
+def wait_for_chars(page: Page, count: int, timeout: float = 20.0) -> int:
+    """Wait until the last assistant message shows at least ``count`` characters; return its length."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        texts = assistant_texts(page)
+        if texts and len(texts[-1]) >= count:
+            return len(texts[-1])
+        time.sleep(0.02)
+    raise AssertionError(f"the answer did not reach {count} characters: {assistant_texts(page)!r}")
+
+
+def wait_until_idle(page: Page, timeout: float = 40.0) -> None:
+    """Wait until the client is ``ready`` (the run ended and the page settled on the snapshot)."""
+    page.wait_for_selector("[data-hx=connection][data-status=ready]", timeout=timeout * 1000)
+
+
+def expected_reply(question: str) -> str:
+    """The scripted provider's answer to ``question`` (its default script)."""
+    return default_reply(question)
+
+
+def committed(session_id: str) -> list[dict]:
+    """Return the session's committed messages as ``{role, text, helix}`` rows, in order."""
+    from helix_django.models import Message
+
+    rows = Message.objects.filter(session_id=session_id, position__isnull=False).order_by("position")
+    return [{"role": m.role, "text": m.text, "helix": (m.metadata or {}).get("helix")} for m in rows]
+
+
+def current_run_status(session_id: str) -> str | None:
+    """Return the status of the session's current run."""
+    from helix_django.models import ChatSession
+
+    session = ChatSession.objects.select_related("current_run").get(pk=session_id)
+    return session.current_run.status if session.current_run else None
