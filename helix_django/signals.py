@@ -3,6 +3,8 @@
 - ``run_started(sender=Run, run=Run)``: after the run-start commit.
 - ``run_finished(sender=Run, run=Run, status=str)``: after a terminal commit.
 - ``recovery_action_taken(sender=Run, run=Run, action=str, outcome=str)``: after a recovery action.
+- ``tool_executed(sender=ToolExecution, run_id=str, tool_call_id=str, name=str, status=str)``: after a
+  server tool ran and its outcome was persisted, before the result goes back to the model.
 """
 
 from django.dispatch import Signal
@@ -10,3 +12,4 @@ from django.dispatch import Signal
 run_started = Signal()
 run_finished = Signal()
 recovery_action_taken = Signal()
+tool_executed = Signal()

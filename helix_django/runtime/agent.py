@@ -25,12 +25,13 @@ from helix_django.errors import (
     RunSupersededError,
 )
 from helix_django.ids import new_id
-from helix_django.models import RunStatus
+from helix_django.models import Run, RunStatus
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agents import Agent
 from helix_django.runtime.context import CONTINUE_INSTRUCTION, to_provider_messages
 from helix_django.runtime.steps import AttemptStreamer, StepResult
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
+from helix_django.signals import run_finished
 from helix_django.streams.base import StreamWriter
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,10 @@ class RunLoop:
         finally:
             renewer.cancel()
             await self.agent.provider.aclose()
+
+    async def _finished(self, status: str) -> str:
+        await announce_finished(self.run_id, status)
+        return status
 
     async def _guard(self, coro: Any) -> str:
         try:
@@ -273,7 +278,7 @@ class RunLoop:
         self.emit({"type": "helix-run-end", "status": "completed"})
         await self.flush()
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="completed")
-        return RunStatus.COMPLETED
+        return await self._finished(RunStatus.COMPLETED)
 
     async def _suspend(self) -> str:
         await store.aupdate_run(self.run_id, status=RunStatus.SUSPENDED_CLIENT_TOOL)
@@ -315,12 +320,12 @@ class RunLoop:
         logger.info("run %s ended %s (%s) at stage %s", self.run_id, status, error.code, self.stage)
         await self._end_partial(status, error)
         await self.manager.fail_stream(self.writer.stream_id, self.run_id, error.to_body())
-        return status
+        return await self._finished(status)
 
     async def _end_cancelled(self) -> str:
         await self._end_partial(RunStatus.CANCELLED, None)
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
-        return RunStatus.CANCELLED
+        return await self._finished(RunStatus.CANCELLED)
 
     async def _renew_lease(self) -> None:
         from helix_django.conf import helix_settings
@@ -341,3 +346,10 @@ class RunLoop:
                 if self.task is not None:
                     self.task.cancel()
                 return
+
+
+async def announce_finished(run_id: str, status: str) -> None:
+    """Send ``run_finished`` for a run that reached a terminal status."""
+    run = await Run.objects.filter(pk=run_id).afirst()
+    if run is not None:
+        await run_finished.asend(sender=Run, run=run, status=status)

@@ -29,6 +29,7 @@ from helix_django.errors import (
 )
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.runtime import requests as rq
+from helix_django.runtime.agent import announce_finished
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
@@ -105,6 +106,7 @@ class EntriesMixin:
             error=RunInterruptedError(cause="process_lost"),
             stage=run.status,
         )
+        await announce_finished(run.id, RunStatus.INTERRUPTED)
         return True
 
     # --- cancel ----------------------------------------------------------------------------
@@ -157,6 +159,7 @@ class EntriesMixin:
             await manager.end_stream(run.session_id, run.id, end_status="cancelled")
         except StreamFenceError:
             pass  # another run holds the stream; nothing of ours to end
+        await announce_finished(run.id, RunStatus.CANCELLED)
 
     # --- client tools and approvals --------------------------------------------------------
 

@@ -43,6 +43,7 @@ from helix_django.runtime.agents import get_agent
 from helix_django.runtime.context import to_provider_messages
 from helix_django.runtime.entries import EntriesMixin
 from helix_django.runtime.handles import Entry, Launch, RunHandle
+from helix_django.signals import run_started
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import StreamWriter
 
@@ -180,6 +181,7 @@ class LocalExecutor(EntriesMixin):
             raise
         self._start_task(entry, loop)
         entry.claimed.set_result(True)
+        await run_started.asend(sender=Run, run=run)
         return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence)
 
     async def _abort_start(self, run: Run, exc: BaseException) -> None:

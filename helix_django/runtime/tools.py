@@ -34,7 +34,8 @@ from asgiref.sync import sync_to_async
 from django.utils.module_loading import import_string
 
 from helix_django import store
-from helix_django.models import ToolEffect, ToolExecutionStatus
+from helix_django.models import ToolEffect, ToolExecution, ToolExecutionStatus
+from helix_django.signals import tool_executed
 
 logger = logging.getLogger(__name__)
 
@@ -291,6 +292,13 @@ async def run_approved(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolConte
         return ToolOutcome("error", input=arguments, error_text="The tool failed")
     await store.afinish_tool_execution(
         ctx.run_id, ctx.tool_call_id, status=ToolExecutionStatus.SUCCEEDED, result=result
+    )
+    await tool_executed.asend(
+        sender=ToolExecution,
+        run_id=ctx.run_id,
+        tool_call_id=ctx.tool_call_id,
+        name=tool_obj.name,
+        status=ToolExecutionStatus.SUCCEEDED,
     )
     return ToolOutcome("output", input=arguments, output=result)
 

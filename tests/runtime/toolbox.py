@@ -1,0 +1,78 @@
+"""Tools used by the runtime tests, with call counters (the side effects the tests look at)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from helix_django.runtime.providers.scripted import ScriptedProvider
+from helix_django.runtime.tools import ToolContext, client_tool, tool
+
+calls: Counter[str] = Counter()
+"""How many times each tool body actually ran."""
+gates: dict[str, asyncio.Event] = {}
+"""Events a hanging tool sets when it started (``started:<name>``)."""
+
+
+def reset() -> None:
+    calls.clear()
+    gates.clear()
+
+
+@tool(effect="read_only")
+def lookup(city: str) -> dict:
+    """Look up the weather of a city."""
+    calls["lookup"] += 1
+    return {"city": city, "forecast": "sunny", "celsius": 21}
+
+
+@tool(effect="side_effect")
+def create_ticket(title: str, priority: int = 1) -> dict:
+    """Create a support ticket (a side effect)."""
+    calls["create_ticket"] += 1
+    return {"ticket": f"T-{calls['create_ticket']}", "title": title, "priority": priority}
+
+
+@tool(effect="side_effect", idempotency_key=lambda args, ctx: f"charge:{args['order']}")
+async def charge_card(order: str, ctx: ToolContext) -> dict:
+    """Charge an order; hangs after starting when the order is 'hang'."""
+    calls["charge_card"] += 1
+    assert ctx.run_id and ctx.tool_call_id
+    if order == "hang":
+        gates.setdefault("started:charge_card", asyncio.Event()).set()
+        await asyncio.Event().wait()
+    return {"charged": order}
+
+
+@tool(effect="side_effect", needs_approval=True)
+def delete_file(path: str) -> dict:
+    """Delete a file (needs a person's approval)."""
+    calls["delete_file"] += 1
+    return {"deleted": path}
+
+
+@tool(effect="read_only")
+def explode() -> dict:
+    """A tool that raises."""
+    calls["explode"] += 1
+    raise RuntimeError("secret tool internals")
+
+
+pick_color = client_tool(
+    "pick_color",
+    description="Ask the user to pick a color in the browser.",
+    schema={"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]},
+)
+
+PATH = "tests.runtime.toolbox"
+
+
+class RecordingProvider(ScriptedProvider):
+    """The scripted provider, recording the model context of every call."""
+
+    requests: list = []
+
+    async def stream(self, request):
+        RecordingProvider.requests.append(request)
+        async for event in super().stream(request):
+            yield event
