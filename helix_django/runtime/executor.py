@@ -146,7 +146,11 @@ class LocalExecutor(EntriesMixin):
         run = result.run
         entry = self._entries[run.id] = Entry()
         try:
-            await manager.claim_stream(session.stream_id, run.id, epoch=result.checkpoint.id)
+            claimed = await manager.claim_stream(session.stream_id, run.id, epoch=result.checkpoint.id)
+            if claimed.head_sequence > run.start_sequence:
+                # A superseded run wrote between our head read and the claim: our chunks start later.
+                run.start_sequence = claimed.head_sequence
+                await store.aupdate_run(run.id, start_sequence=run.start_sequence)
             writer = StreamWriter(
                 manager,
                 session.stream_id,
