@@ -13,9 +13,9 @@
 import { HelixChat, newMessageId, routesFor, textOf } from "./client.js";
 
 const PARTIAL_LABELS = {
-  interrupted: ["Interrupted", "The connection to the model was lost before this answer finished."],
-  cancelled: ["Stopped", "You stopped this answer before it finished."],
-  failed: ["Failed", "The model failed before this answer finished."],
+  interrupted: ["Interrupted", "The generation stopped before it finished; this is the text it had written."],
+  cancelled: ["Stopped", "You stopped this answer; this is the text it had written."],
+  failed: ["Failed", "The model failed before finishing; this is the text it had written."],
 };
 
 const ERROR_TEXT = {
