@@ -178,14 +178,12 @@ class EntriesMixin:
         if run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
             raise RunNotActionableError(cause="run_not_suspended")
         known = {e.tool_call_id: e for e in await store.alist_tool_executions(run_id=run.id)}
-        for result in results if isinstance(results, list) else [None]:
-            status, value, code = _answer(result)
-            execution = known.get(result["toolCallId"])
+        answers = [_answer(result) for result in (results if isinstance(results, list) else [None])]
+        for call_id, status, value, code in answers:  # all validated before any is stored
+            execution = known.get(call_id)
             if execution is not None and execution.status == status:
                 continue  # a repeated submit of the same answer
-            await store.aanswer_tool_execution(
-                run.id, result["toolCallId"], status=status, result=value, error_code=code
-            )
+            await store.aanswer_tool_execution(run.id, call_id, status=status, result=value, error_code=code)
         if await rq.apending_tool_executions(run.id):
             return None
         return await self._continue_after_tools(session, run, user)
@@ -361,16 +359,18 @@ async def _settle_open_calls(row: dict[str, Any] | None, run: Run) -> list[dict[
     return chunks
 
 
-def _answer(result: Any) -> tuple[str, Any, str]:
-    """Validate one submitted answer; return (status, stored result, error code)."""
+def _answer(result: Any) -> tuple[str, str, Any, str]:
+    """Validate one submitted answer; return (tool call id, status, stored result, error code)."""
     if not isinstance(result, dict) or not isinstance(result.get("toolCallId"), str):
         raise InvalidToolResultError()
     if "approved" in result:
         if not isinstance(result["approved"], bool):
             raise InvalidToolResultError()
-        return (ToolExecutionStatus.APPROVED if result["approved"] else ToolExecutionStatus.DENIED), None, ""
+        status = ToolExecutionStatus.APPROVED if result["approved"] else ToolExecutionStatus.DENIED
+        return result["toolCallId"], status, None, ""
     if "errorText" in result:
-        return ToolExecutionStatus.FAILED, {"errorText": str(result["errorText"])[:500]}, "client_error"
+        error = {"errorText": str(result["errorText"])[:500]}
+        return result["toolCallId"], ToolExecutionStatus.FAILED, error, "client_error"
     if "output" in result:
-        return ToolExecutionStatus.SUCCEEDED, result["output"], ""
+        return result["toolCallId"], ToolExecutionStatus.SUCCEEDED, result["output"], ""
     raise InvalidToolResultError()
