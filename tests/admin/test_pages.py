@@ -69,10 +69,19 @@ def _big_run(session_id: str, chunks: int, tools: int) -> InFlight:
 
 
 def _count(client, url) -> int:
-    with CaptureQueriesContext(connection) as ctx:
-        response = client.get(url)
-    assert response.status_code == 200
-    return len(ctx.captured_queries)
+    """Return the ORM queries of a warm GET of ``url`` (the first GET fills per-process caches).
+
+    The stream manager's chunk reads are counted apart: they may run on asgiref's
+    thread-sensitive executor thread, whose connection this context cannot always see, and
+    they are bounded by the batch size (one info + one read per 5 000 chunks), never per chunk.
+    """
+    for _ in range(2):
+        with CaptureQueriesContext(connection) as ctx:
+            response = client.get(url)
+        assert response.status_code == 200
+    stream = [q for q in ctx.captured_queries if "helix_django_stream" in q["sql"]]
+    assert len(stream) <= 3
+    return len(ctx.captured_queries) - len(stream)
 
 
 def test_change_page_shows_partial_tools_checkpoints_timeline(staff_client):
@@ -101,11 +110,9 @@ def test_admin_pages_do_not_grow_queries_with_chunks_or_tools(staff_client):
 
     assert StreamChunk.objects.filter(run_id=big.run_id).count() >= 1000
     assert ToolExecution.objects.filter(run_id=big.run_id).count() == 20
-    _count(staff_client, reverse("admin:helix_django_run_change", args=[small.run_id]))  # warm caches (content types)
     change = [_count(staff_client, reverse("admin:helix_django_run_change", args=[f.run_id])) for f in (small, big)]
     assert change[0] == change[1]
     assert change[1] <= 40
-    _count(staff_client, reverse("admin:helix_django_chatsession_change", args=[small.session_id]))
     sessions = [
         _count(staff_client, reverse("admin:helix_django_chatsession_change", args=[f.session_id]))
         for f in (small, big)
