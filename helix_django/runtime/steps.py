@@ -79,7 +79,8 @@ class AttemptStreamer:
             async for event in self.provider.stream(request):
                 finish = await self._apply(event) or finish
         except ProviderError as exc:
-            if exc.cause != "stream_dropped" or not self.operation_id:
+            # Once the operation exists, a retryable failure of its stream is a cut, not its outcome.
+            if not self.operation_id or not exc.is_retryable:
                 raise
         if finish is None:
             finish = await self._recover()
