@@ -175,10 +175,7 @@ class ChannelLayerBroadcaster:
         listener = self._listeners.pop(asyncio.get_running_loop(), None)
         if listener is not None:
             listener.task.cancel()
-            try:
-                await listener.task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait([listener.task, *self._tasks], timeout=2)
 
 
 def attach_broadcast(manager: BaseStreamManager) -> None:

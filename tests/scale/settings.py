@@ -15,7 +15,8 @@ CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {
-            "hosts": [REDIS_URL],
+            # redis-py 8 defaults socket_timeout to 5 s, the layer's BZPOPMIN wait (channels_redis#422).
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 10}],
             "prefix": os.environ.get("HELIX_TEST_LAYER_PREFIX", "helix-test"),
             "capacity": 1000,
         },

@@ -26,7 +26,8 @@ def redis_layer(prefix: str) -> dict:
     return {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url()], "prefix": prefix},
+            # redis-py 8 defaults socket_timeout to 5 s, the layer's BZPOPMIN wait (channels_redis#422).
+            "CONFIG": {"hosts": [{"address": redis_url(), "socket_timeout": 10}], "prefix": prefix},
         }
     }
 
