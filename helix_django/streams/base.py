@@ -266,12 +266,15 @@ class StreamWriter:
         *,
         flush_interval_ms: float = 15,
         max_chunks: int = 64,
+        coalesce_deltas: bool = False,
     ) -> None:
         self.manager = manager
         self.stream_id = stream_id
         self.run_id = run_id
         self.flush_interval = flush_interval_ms / 1000
         self.max_chunks = max_chunks
+        self.coalesce_deltas = coalesce_deltas
+        """Merge a delta into the pending delta before it when both continue one part (see :func:`can_merge`)."""
         self.last_sequence = 0
         """Sequence of the last chunk stored by this writer (0 before the first flush)."""
         self._pending: list[Chunk] = []
@@ -284,7 +287,13 @@ class StreamWriter:
         """Queue ``chunk`` for the next batch."""
         if self._error is not None:
             raise self._error
-        self._pending.append(chunk)
+        pending = self._pending
+        if self.coalesce_deltas and pending and can_merge(pending[-1], chunk):
+            # Not stored yet, so no sequence was assigned: the merged text is stored and read once.
+            # A flush is already armed for the pending chunk.
+            pending[-1] = {**pending[-1], "delta": pending[-1]["delta"] + chunk["delta"]}
+            return
+        pending.append(chunk)
         if len(self._pending) >= self.max_chunks:
             self._schedule(0)
         elif self._timer is None:
@@ -328,6 +337,27 @@ class StreamWriter:
             self._timer.cancel()
             self._timer = None
         self._pending.clear()
+
+
+MERGEABLE_DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
+MAX_MERGED_DELTA_CHARS = 8192
+
+
+def can_merge(first: Chunk, second: Chunk) -> bool:
+    """Return whether ``second`` may be appended to ``first``'s ``delta`` as one chunk.
+
+    Both are ``text-delta`` (or both ``reasoning-delta``) chunks with the same keys and
+    equal values except ``delta`` (same part ``id``, run, attempt, step, metadata), and
+    the merged delta stays under MAX_MERGED_DELTA_CHARS. A client applying the merged
+    chunk builds the same message as applying both (AI SDK delta semantics).
+    """
+    kind = first.get("type")
+    if kind not in MERGEABLE_DELTA_TYPES or second.get("type") != kind or first.keys() != second.keys():
+        return False
+    left, right = first.get("delta"), second.get("delta")
+    if not isinstance(left, str) or not isinstance(right, str) or len(left) + len(right) > MAX_MERGED_DELTA_CHARS:
+        return False
+    return all(first[key] == second[key] for key in first if key != "delta")
 
 
 def raise_connection_error(exc: BaseException, what: str) -> StreamConnectionError:

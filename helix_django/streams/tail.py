@@ -1,0 +1,105 @@
+"""In-process tail of recently appended chunks, so live readers skip the database.
+
+The database stream manager keeps, per stream, the encoded payloads of the chunks this
+process appended last (at most ``max_chunks``, for ``ttl_seconds`` after the last
+append), with the stream info its append committed. A reader whose cursor falls inside
+that tail is served from memory: no thread hop, no query. This is safe because a
+stored chunk never changes (sequences are never rewound or reused), entries are only
+written after their transaction committed, and every status change or claim made
+through the manager drops the stream's entry, so the caught-up check of a reader still
+sees ``ended``/``failed``/a new claim from the database. The info served with a hit is
+the one committed with those chunks, so its ``head_sequence`` covers them. Each hit
+decodes the payloads afresh, like a database read, so readers never share chunk dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from helix_django.streams.base import StoredChunk, StreamInfo
+
+
+class _Tail:
+    __slots__ = ("first", "info", "payloads", "touched")
+
+    def __init__(self, info: StreamInfo, first: int, payloads: list[str]) -> None:
+        self.info = info
+        self.first = first
+        self.payloads = payloads
+        self.touched = time.monotonic()
+
+
+class TailCache:
+    """Recent chunks per stream (``max_chunks`` each; entries expire ``ttl_seconds`` after their last append)."""
+
+    def __init__(self, *, max_chunks: int = 256, ttl_seconds: float = 5.0, max_streams: int = 10_000) -> None:
+        self.max_chunks = max_chunks
+        self.ttl_seconds = ttl_seconds
+        self.max_streams = max_streams
+        self._entries: dict[str, _Tail] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def is_enabled(self) -> bool:
+        """Whether the cache keeps anything (``max_chunks`` > 0)."""
+        return self.max_chunks > 0
+
+    def extend(self, stream_id: str, info: StreamInfo, first_sequence: int, payloads: list[str]) -> None:
+        """Record committed ``payloads`` (sequences from ``first_sequence``) and the info committed with them."""
+        if not self.is_enabled or not payloads:
+            return
+        with self._lock:
+            entry = self._entries.get(stream_id)
+            if entry is not None and entry.first + len(entry.payloads) == first_sequence:
+                entry.payloads.extend(payloads)
+                entry.info = info
+                entry.touched = time.monotonic()
+            else:
+                entry = self._entries[stream_id] = _Tail(info, first_sequence, list(payloads))
+            excess = len(entry.payloads) - self.max_chunks
+            if excess > 0:
+                del entry.payloads[:excess]
+                entry.first += excess
+            if len(self._entries) > self.max_streams:
+                self._sweep()
+
+    def forget(self, stream_id: str) -> None:
+        """Drop the entry of ``stream_id`` (its status changed, or this process lost the claim)."""
+        with self._lock:
+            self._entries.pop(stream_id, None)
+
+    def read(
+        self, stream_id: str, after: int, limit: int, *, allow_empty: bool = False
+    ) -> tuple[list[StoredChunk], StreamInfo] | None:
+        """Return up to ``limit`` chunks after ``after`` and their info, or None when the tail cannot answer.
+
+        None unless the entry is fresh and holds every chunk from ``after + 1`` to its
+        head, and at least one of them, or, with ``allow_empty``, ``after`` is its head
+        (a caught-up reader: answered ``[]`` with the committed info; only sound when no
+        other process can write the stream unannounced, see the database manager).
+        """
+        with self._lock:
+            entry = self._entries.get(stream_id)
+            if entry is None:
+                return None
+            if time.monotonic() - entry.touched > self.ttl_seconds:
+                del self._entries[stream_id]
+                return None
+            info, first = entry.info, entry.first
+            head = info.head_sequence
+            if after == head and allow_empty:
+                return [], info
+            if after >= head or after < first - 1:
+                return None
+            start, end = after + 1 - first, min(head, after + limit) + 1 - first
+            payloads = entry.payloads[start:end]
+        loads = json.loads
+        return [(first + start + i, loads(p)) for i, p in enumerate(payloads)], info
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        stale = [key for key, entry in self._entries.items() if now - entry.touched > self.ttl_seconds]
+        for key in stale:
+            del self._entries[key]
