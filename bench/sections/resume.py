@@ -73,7 +73,10 @@ def _raw_tail(conn_sql, stream_id: str, head: int, tail: int) -> float:
     """Time one raw tail read, JSON decoding included, on an open connection (ms)."""
     conn, sql = conn_sql
     started = time.perf_counter()
-    rows = [(seq, json.loads(payload)) for seq, payload in conn.execute(sql, (stream_id, head - tail, tail))]
+    rows = [
+        (seq, json.loads(p) if isinstance(p, str) else p)
+        for seq, p in conn.execute(sql, (stream_id, head - tail, tail))
+    ]
     assert len(rows) == tail
     return (time.perf_counter() - started) * 1000
 
