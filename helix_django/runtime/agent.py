@@ -74,6 +74,8 @@ class RunLoop:
         self.stage = "starting"
         self.is_cancel_requested = False
         self.is_lease_lost = False
+        self.is_ending = False
+        """Set once the run commits its end: the lease is released by that commit, not lost."""
         self.last_event_at = 0.0
         self.task: asyncio.Task[str] | None = None
         """The asyncio task running :meth:`run_forever` (set by the executor)."""
@@ -270,6 +272,7 @@ class RunLoop:
         return {"helix": {"runId": self.run_id, "status": status, "partial": status != RunStatus.COMPLETED}}
 
     async def _complete(self, reason: str) -> str:
+        self.is_ending = True
         self.emit({"type": "finish", "finishReason": reason, "messageMetadata": self._helix_metadata("completed")})
         sequence = await self.flush()
         await store.acommit_terminal(
@@ -281,6 +284,7 @@ class RunLoop:
         return await self._finished(RunStatus.COMPLETED)
 
     async def _suspend(self) -> str:
+        self.is_ending = True
         await store.aupdate_run(self.run_id, status=RunStatus.SUSPENDED_CLIENT_TOOL)
         self.emit({"type": "helix-run-end", "status": "suspended"})
         await self.flush()
@@ -293,6 +297,7 @@ class RunLoop:
 
     async def _end_partial(self, status: str, error: HelixError | None) -> int:
         """Close open parts, mark the message partial, commit it terminal; return the stream sequence."""
+        self.is_ending = True
         self._close_open_parts()
         if self.acc.parts:
             self.emit({"type": "message-metadata", "messageMetadata": self._helix_metadata(status)})
@@ -340,6 +345,8 @@ class RunLoop:
                     await store.aupdate_run(self.run_id)
                 except RunSupersededError:
                     held = False
+            if self.is_ending:
+                return
             if not held:
                 logger.info("run %s lost its lease; stopping", self.run_id)
                 self.is_lease_lost = True

@@ -61,6 +61,7 @@ class EntriesMixin:
 
     owner: str
     _entries: dict[str, Any]
+    _recent: dict[str, Any]
 
     _launch: Any
     """Provided by LocalExecutor: run-start commit, claim, opening chunks, task."""
@@ -75,7 +76,7 @@ class EntriesMixin:
 
     async def wait(self, run_id: str, timeout: float | None = None) -> str | None:
         """Wait until a run executing here ends or suspends; return its final status (None if not local)."""
-        entry = self._entries.get(run_id)
+        entry = self._entries.get(run_id) or self._recent.get(run_id)
         if entry is None:
             return None
         return await asyncio.wait_for(asyncio.wrap_future(entry.done), timeout)

@@ -49,6 +49,9 @@ from helix_django.streams.base import StreamWriter
 
 logger = logging.getLogger(__name__)
 
+#: How many ended runs an executor remembers for :meth:`LocalExecutor.wait`.
+RECENT_RUNS = 256
+
 
 class LocalExecutor(EntriesMixin):
     """Runs runs as asyncio tasks in this process (the embedded default executor)."""
@@ -60,6 +63,8 @@ class LocalExecutor(EntriesMixin):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """Lease owner id of this executor's runs."""
         self._entries: dict[str, Entry] = {}
+        self._recent: dict[str, Entry] = {}
+        """Runs that ended here lately (oldest first), so :meth:`wait` can still report them."""
 
     # --- sends -----------------------------------------------------------------------------
 
@@ -210,6 +215,9 @@ class LocalExecutor(EntriesMixin):
                 logger.info("run %s task stopped without ending the run (process going away)", loop.run_id)
             finally:
                 self._entries.pop(loop.run_id, None)
+                self._recent[loop.run_id] = entry
+                while len(self._recent) > RECENT_RUNS:
+                    self._recent.pop(next(iter(self._recent)))
                 if not entry.done.done():
                     entry.done.set_result(status)
 
