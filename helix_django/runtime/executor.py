@@ -8,8 +8,10 @@ stream claim, the opening chunks flushed, and only then is a :class:`RunHandle` 
 so the stream is readable when the caller gets it. A run never depends on the request
 that started it. Entry points raise typed HelixErrors only.
 
-Sync callers (admin views, management commands) use ``async_to_sync`` for entry points
-and :meth:`LocalExecutor.wait` to wait for a run before their event loop ends.
+Run tasks execute on the executor's own long-lived loop thread (:mod:`.runner`), so sync
+callers (admin views, management commands) may call entry points with ``async_to_sync``:
+the run goes on after their short-lived loop ends. A management command that exits right
+away should ``await executor.wait(run_id)`` first (the process would take the run with it).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from helix_django.runtime.agents import get_agent
 from helix_django.runtime.context import to_provider_messages
 from helix_django.runtime.entries import EntriesMixin
 from helix_django.runtime.handles import Entry, Launch, RunHandle
+from helix_django.runtime.runner import RunnerLoop
 from helix_django.signals import run_started
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import StreamWriter
@@ -65,6 +68,24 @@ class LocalExecutor(EntriesMixin):
         self._entries: dict[str, Entry] = {}
         self._recent: dict[str, Entry] = {}
         """Runs that ended here lately (oldest first), so :meth:`wait` can still report them."""
+        self.runner = RunnerLoop(f"helix-runs-{self.owner}")
+        """The long-lived loop this executor's run tasks execute on."""
+
+    def abandon(self, run_id: str) -> bool:
+        """Stop executing a run here *without* ending it, as a dying process would; True if it was running.
+
+        The run stays live with its lease until the lease expires; then the relaunch scan
+        (or a user's Continue/Regenerate) takes it over. For process shutdown and tests.
+        """
+        entry = self._entries.get(run_id)
+        if entry is None or entry.task is None or entry.done.done():
+            return False
+        entry.event_loop.call_soon_threadsafe(entry.task.cancel)
+        return True
+
+    def close(self) -> None:
+        """Abandon every run executing here and stop the runner loop (process shutdown)."""
+        self.runner.close()
 
     # --- sends -----------------------------------------------------------------------------
 
@@ -139,7 +160,10 @@ class LocalExecutor(EntriesMixin):
     # --- starting a run --------------------------------------------------------------------
 
     async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
-        """Run-start commit, stream claim, opening chunks flushed; then the run task starts."""
+        """Run-start commit, stream claim, opening chunks flushed; then the run task starts (on the runner loop)."""
+        return await self.runner.call(self._launch_here(session, launch, user=user))
+
+    async def _launch_here(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
         agent = get_agent(session.agent)
         manager = get_stream_manager()
         request = launch.request

@@ -52,7 +52,9 @@ def use_agents():
 
 @pytest.fixture
 def executor():
-    return LocalExecutor()
+    executor = LocalExecutor()
+    yield executor
+    executor.close()
 
 
 @pytest.fixture

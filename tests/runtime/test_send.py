@@ -102,3 +102,18 @@ async def test_second_turn_uses_the_committed_history(executor, session, use_age
     chunks = await stream_chunks(session.id, after=second.from_sequence)
     assert {c["_run"] for _s, c in chunks} == {second.run_id}
     assert run_chunks(chunks, second.run_id)[0]["type"] == "helix-run-start"
+
+
+async def test_a_run_started_from_sync_code_outlives_the_callers_loop(executor, session, use_agents):
+    """A management command or WSGI admin view starts runs through async_to_sync's short-lived loop."""
+    from asgiref.sync import async_to_sync
+
+    use_agents(default=agent({"PACE_TPS": 300}))
+
+    def sync_caller():
+        return async_to_sync(executor.execute)(session, [user_message("from a management command")])
+
+    handle = await asyncio.to_thread(sync_caller)  # its event loop is gone when this returns
+    assert executor.is_local(handle.run_id)
+    assert await executor.wait(handle.run_id, 20) == "completed"
+    assert (await Run.objects.aget(pk=handle.run_id)).status == "completed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -29,10 +30,9 @@ def steps(name: str, arguments: dict) -> list[dict]:
 
 def die_after_tool(executor):
     """Kill the run's task (no cleanup: a dead process) right after a tool's outcome is persisted."""
-    loop = asyncio.get_running_loop()
 
     def receiver(sender, run_id, **kwargs):
-        loop.call_soon_threadsafe(executor._entries[run_id].task.cancel)
+        assert executor.abandon(run_id)
 
     tool_executed.connect(receiver, weak=False, dispatch_uid="die-after-tool")
     return lambda: tool_executed.disconnect(dispatch_uid="die-after-tool")
@@ -92,10 +92,10 @@ async def test_read_only_tool_may_run_again_after_a_death(executor, session, use
 
 async def test_crash_inside_a_tool_leaves_it_unknown_and_nothing_reruns_it(executor, session, use_agents):
     use_agents(default=agent({"STEPS": steps("charge_card", {"order": "hang"})}, tools=[f"{toolbox.PATH}.charge_card"]))
-    toolbox.gates["started:charge_card"] = asyncio.Event()
+    toolbox.gates["started:charge_card"] = threading.Event()
     first = await executor.execute(session, [user_message("Charge my order")])
-    await asyncio.wait_for(toolbox.gates["started:charge_card"].wait(), 10)
-    executor._entries[first.run_id].task.cancel()  # the process dies inside the tool
+    assert await asyncio.to_thread(toolbox.gates["started:charge_card"].wait, 10)
+    assert executor.abandon(first.run_id)  # the process dies inside the tool
     assert await executor.wait(first.run_id, 10) == "abandoned"
     record = await ToolExecution.objects.aget(run_id=first.run_id)
     assert record.status == "started" and record.result is None and record.idempotency_key == "charge:hang"
@@ -126,7 +126,7 @@ async def test_continue_after_a_committed_tool_step_sends_the_persisted_result(e
     first = await executor.execute(session, [user_message("Open a ticket")])
     while len(toolbox.RecordingProvider.requests) < 2:  # step 1 committed; step 2 is waiting on the model
         await asyncio.sleep(0.01)
-    executor._entries[first.run_id].task.cancel()
+    assert executor.abandon(first.run_id)
     await executor.wait(first.run_id, 10)
     partial = (await rows(session.id))[-1]
     assert next(p for p in partial["parts"] if p["type"] == "tool-create_ticket")["state"] == "output-available"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 
 from helix_django.runtime.providers.scripted import ScriptedProvider
@@ -10,8 +11,8 @@ from helix_django.runtime.tools import ToolContext, client_tool, tool
 
 calls: Counter[str] = Counter()
 """How many times each tool body actually ran."""
-gates: dict[str, asyncio.Event] = {}
-"""Events a hanging tool sets when it started (``started:<name>``)."""
+gates: dict[str, threading.Event] = {}
+"""Events a hanging tool sets when it started (``started:<name>``); runs execute on another thread."""
 
 
 def reset() -> None:
@@ -39,7 +40,7 @@ async def charge_card(order: str, ctx: ToolContext) -> dict:
     calls["charge_card"] += 1
     assert ctx.run_id and ctx.tool_call_id
     if order == "hang":
-        gates.setdefault("started:charge_card", asyncio.Event()).set()
+        gates.setdefault("started:charge_card", threading.Event()).set()
         await asyncio.Event().wait()
     return {"charged": order}
 
