@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -55,7 +56,17 @@ class RunnerLoop:
         loop = self.loop
         if asyncio.get_running_loop() is loop:
             return await coro
-        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        async def run() -> None:
+            try:
+                future.set_result(await coro)
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        # A fresh context: the caller's context variables (asgiref's executor of an
+        # async_to_sync call that ends soon, a request's state) must not leak into the run.
+        loop.call_soon_threadsafe(lambda: loop.create_task(run()), context=contextvars.Context())
         return await asyncio.shield(asyncio.wrap_future(future))
 
     def close(self, timeout: float = 5.0) -> None:
