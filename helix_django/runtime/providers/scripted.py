@@ -5,7 +5,8 @@ OPTIONS (all optional; per agent in ``HELIX["AGENTS"][name]["PROVIDER"]["OPTIONS
     {"TEXT": str,                  # the reply (default: a readable answer naming the question)
      "REASONING": str,             # reasoning text streamed before the reply
      "TOOL_CALLS": [{"name", "arguments": {...}, "id"?}],  # asked for in the first step
-     "STEPS": [{...}, ...],        # per model call of a turn: TEXT / REASONING / TOOL_CALLS / failure keys
+     "STEPS": [{...}, ...],        # per model call of a turn: its TEXT / REASONING / TOOL_CALLS (only
+                                   # these), plus any pace/failure key overriding the ones above
      "PACE_TPS": 0,                # tokens per second; 0 = as fast as possible
      "FAIL_AFTER_CHUNKS": int,     # raise ProviderError after N streamed text tokens
      "FAIL_AT_FRACTION": float,    # ... after this fraction of the text (0.4 = 40 %)
@@ -53,6 +54,7 @@ from helix_django.runtime.providers.base import (
 _TOKEN_RE = re.compile(r"\s*\S+\s*|\s+")
 _CACHE_PREFIX = "helix:scripted-op:"
 _CACHE_SECONDS = 86_400
+_CONTENT_KEYS = ("TEXT", "REASONING", "TOOL_CALLS")
 
 
 def tokenize(text: str) -> list[str]:
@@ -135,6 +137,9 @@ class ScriptedProvider(BaseProvider):
                 break
         index = _step_index(request.messages)
         if steps:
+            # Content comes from the step alone; pace and failure keys are inherited.
+            for key in _CONTENT_KEYS:
+                config.pop(key, None)
             config.update(steps[min(index, len(steps) - 1)])
         elif index > 0:
             config.pop("TOOL_CALLS", None)
