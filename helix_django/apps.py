@@ -14,3 +14,6 @@ class HelixConfig(AppConfig):
 
     def ready(self) -> None:
         from helix_django import checks, signals  # noqa: F401
+        from helix_django.recovery.receivers import connect
+
+        connect()  # telemetry and continuation invalidation receivers; no queries here

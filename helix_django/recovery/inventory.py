@@ -184,3 +184,23 @@ def inventory(run: Run) -> dict[str, Availability]:
     executions = list(ToolExecution.objects.filter(run=run))
     current = ChatSession.objects.filter(pk=run.session_id, current_run_id=run.id).exists()
     return available_actions(run, executions=executions, is_current=current, supports_retrieve=supports_retrieve(run))
+
+
+def invalidate_stale_continuations(session_id: str) -> int:
+    """Mark ended runs of a session whose earlier history was edited as not continuable; return how many.
+
+    000, "edit before interrupted turn -> invalidate provider continuation after edit point".
+    Called when a run starts (an edit truncates or rewrites rows before older turns).
+    """
+    from helix_django import store
+
+    stale = [
+        run
+        for run in Run.objects.filter(
+            session_id=session_id, status__in=RECOVERABLE_STATUSES, is_continuation_valid=True
+        ).order_by("-created_at")[:20]
+        if history_changed(run)
+    ]
+    for run in stale:
+        store.record_recovery(run.id, is_continuation_valid=False)
+    return len(stale)

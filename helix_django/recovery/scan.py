@@ -66,10 +66,12 @@ class ScanReport:
         return {"scanned": len(self.decisions), **dict(sorted(counts.items()))}
 
 
-def _stage(run: Run, has_chunks: bool) -> str:
+def _stage(run: Run, has_text: bool) -> str:
+    """Return where the run stopped: ``starting`` (no provider operation yet), ``awaiting_first_token``,
+    ``streaming``, ``tooling`` or ``recovering``."""
     if run.status == RunStatus.STARTING:
         return "starting" if not run.provider_operation_id else "awaiting_first_token"
-    if run.status == RunStatus.STREAMING and not has_chunks:
+    if run.status == RunStatus.STREAMING and not has_text:
         return "awaiting_first_token"
     return str(run.status)
 
@@ -103,7 +105,7 @@ async def arecover_run(
     started = time.monotonic()
     partial = await arebuild_partial(run)
     decision.partial_chars = partial.text_chars
-    decision.stage = _stage(run, partial.chunk_count > 0)
+    decision.stage = _stage(run, partial.text_chars > 0)
     if dry_run:
         decision.outcome, decision.reason = "would_recover", "dry_run"
         return decision
