@@ -321,7 +321,7 @@ class RunLoop:
             status = RunStatus.FAILED
             error = exc if isinstance(exc, HelixError) else FrameworkInternalError()
             if not isinstance(exc, HelixError):
-                logger.exception("run %s failed: %s", self.run_id, type(exc).__name__)
+                logger.error("run %s failed unexpectedly: %s", self.run_id, type(exc).__name__)
         logger.info("run %s ended %s (%s) at stage %s", self.run_id, status, error.code, self.stage)
         await self._end_partial(status, error)
         await self.manager.fail_stream(self.writer.stream_id, self.run_id, error.to_body())

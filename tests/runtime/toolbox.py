@@ -45,6 +45,13 @@ async def charge_card(order: str, ctx: ToolContext) -> dict:
     return {"charged": order}
 
 
+@tool(effect="side_effect", authorize=lambda args, ctx: args["title"] != "forbidden")
+def guarded_ticket(title: str) -> dict:
+    """Create a ticket, unless the caller is not allowed to."""
+    calls["guarded_ticket"] += 1
+    return {"title": title}
+
+
 @tool(effect="side_effect", needs_approval=True)
 def delete_file(path: str) -> dict:
     """Delete a file (needs a person's approval)."""

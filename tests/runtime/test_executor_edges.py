@@ -1,0 +1,126 @@
+"""Executor edges: bad input is typed and loses nothing; edits; detached cancels; lost leases."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from helix_django import store
+from helix_django.errors import RunNotActionableError, RunNotFoundError, ValidationError
+from helix_django.models import Run, ToolExecution
+from helix_django.runtime.agents import UnknownAgentError
+from helix_django.runtime.executor import get_executor
+from helix_django.snapshot import abuild_snapshot
+from helix_django.streams import get_stream_manager
+from tests.runtime import toolbox
+from tests.runtime.conftest import agent, rows, text, user_message
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+
+@pytest.mark.parametrize(
+    ("messages", "kwargs"),
+    [
+        ([], {}),
+        ("hello", {}),
+        ([{"role": "user", "parts": []}], {}),
+        ([{"id": "u1", "role": "robot", "parts": []}], {}),
+        ([{"id": "u1", "role": "user", "parts": "text"}], {}),
+        ([{"id": "x" * 300, "role": "user", "parts": []}], {}),
+        ([user_message("hi")], {"trigger": "something-else"}),
+    ],
+)
+async def test_malformed_requests_are_validation_errors_and_write_nothing(
+    executor, session, use_agents, messages, kwargs
+):
+    use_agents(default=agent())
+    with pytest.raises(ValidationError) as caught:
+        await executor.execute(session, messages, **kwargs)
+    assert caught.value.to_body()["code"] == "validation_error"
+    assert await Run.objects.filter(session_id=session.id).acount() == 0
+    assert await get_stream_manager().get_info(session.stream_id) is None
+
+
+async def test_unknown_agent_is_a_typed_error(executor, use_agents):
+    use_agents(default=agent())
+    session, _ = await store.aget_or_create_session("sess-agentless", agent="nobody")
+    with pytest.raises(UnknownAgentError) as caught:
+        await executor.execute(session, [user_message("hi")])
+    assert caught.value.to_body() == {
+        "error": "Unknown agent",
+        "code": "validation_error",
+        "retryable": False,
+        "cause": "agent_unknown",
+    }
+
+
+async def test_a_trailing_assistant_message_without_pending_tools_is_refused(executor, session, use_agents):
+    use_agents(default=agent())
+    stray = {"id": "a-1", "role": "assistant", "parts": [{"type": "text", "text": "hi"}]}
+    with pytest.raises(ValidationError) as caught:
+        await executor.execute(session, [user_message("q"), stray])
+    assert caught.value.cause == "no_pending_tools"
+
+
+async def test_editing_a_user_message_rewinds_to_it(executor, session, use_agents):
+    use_agents(default=agent())
+    first = await executor.execute(session, [user_message("typo", "u-1")])
+    await executor.wait(first.run_id, 10)
+    edited = user_message("fixed", "u-1b")
+    handle = await executor.execute(session, [edited], message_id="u-1")
+    await executor.wait(handle.run_id, 10)
+    messages = await rows(session.id)
+    assert [m["id"] for m in messages] == ["u-1b", handle.response_message_id]
+    assert "fixed" in text(messages[1])
+    snapshot = await abuild_snapshot(session.id)
+    assert snapshot["latestTruncateCheckpointId"] is not None
+
+
+async def test_cancel_of_a_suspended_run_ends_it_cancelled(executor, session, use_agents):
+    steps = [{"TOOL_CALLS": [{"id": "c-1", "name": "pick_color", "arguments": {"prompt": "x"}}]}, {"TEXT": "ok"}]
+    use_agents(default=agent({"STEPS": steps}, tools=[f"{toolbox.PATH}.pick_color"]))
+    first = await executor.execute(session, [user_message("pick")])
+    assert await executor.wait(first.run_id, 10) == "suspended_client_tool"
+    run = await executor.cancel(session=session, run_id=first.run_id)
+    assert run.status == "cancelled" and run.cancel_requested_at is not None
+    info = await get_stream_manager().get_info(session.stream_id)
+    assert (info.status, info.end_status) == ("ended", "cancelled")
+    reply = (await rows(session.id))[1]
+    assert reply["metadata"]["helix"] == {"runId": run.id, "status": "cancelled", "partial": True}
+    assert (await ToolExecution.objects.aget(run=run)).status == "awaiting_client"
+    with pytest.raises(RunNotActionableError):
+        await executor.submit_tool_results(session=session, run_id=run.id, results=[{"toolCallId": "c-1", "output": 1}])
+
+
+async def test_cancel_errors_are_typed(executor, session, use_agents):
+    use_agents(default=agent())
+    with pytest.raises(RunNotFoundError):
+        await executor.cancel(session=session, run_id="run_missing")
+    done = await executor.execute(session, [user_message("hi")])
+    await executor.wait(done.run_id, 10)
+    with pytest.raises(RunNotActionableError):
+        await executor.cancel(session=session, run_id=done.run_id)
+
+
+async def test_a_run_that_loses_its_lease_stops_writing(executor, session, use_agents):
+    use_agents(default=agent({"PACE_TPS": 50}))
+    handle = await executor.execute(session, [user_message("long")])
+    # Another process takes the run over (its lease expired there, say).
+    await Run.objects.filter(pk=handle.run_id).aupdate(lease_owner="other-process")
+    assert await executor.wait(handle.run_id, 10) == "abandoned"
+    run = await Run.objects.aget(pk=handle.run_id)
+    assert run.is_live and run.lease_owner == "other-process"
+
+
+async def test_get_executor_returns_one_configured_instance(use_agents):
+    use_agents(default=agent())
+    assert get_executor() is get_executor()
+    assert type(get_executor()).__name__ == "LocalExecutor"
+    assert get_executor().supports_request_key is True
+
+
+async def test_wait_reports_unknown_runs_as_none(executor):
+    assert await executor.wait("run_elsewhere", 1) is None
+    assert not executor.is_local("run_elsewhere") and not executor.abandon("run_elsewhere")
+    await asyncio.sleep(0)
