@@ -1,11 +1,8 @@
-"""The executor's other entry points: cancel, tool results, regenerate, continue, wait.
+"""The executor's other entry points: cancel, client-tool results and approvals, wait.
 
-Resume, Continue and Regenerate are different (000): ``regenerate`` starts a new attempt
-of the turn from the last safe checkpoint (a rewind, announced by one
-``data-stream-resync`` with reason ``retry``); ``continue_run`` starts a new run that
-re-opens the partial answer and asks the model to go on; neither re-runs a side effect
-(persisted tool results are reused, unknown outcomes are reported, never repeated).
-Cancellation is its own terminal (000, "Cancellation has its own recovery rules").
+Cancellation is its own terminal (000, "Cancellation has its own recovery rules"): the
+run ends ``cancelled`` with ``cancel_requested_at`` and the provider's cancel answer, its
+stream ends (never fails), and nothing resumes it on its own.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from django.utils import timezone
 
 from helix_django import store
 from helix_django.errors import (
-    AlreadyRunningError,
     InvalidToolResultError,
     RunInterruptedError,
     RunNotActionableError,
@@ -29,10 +25,9 @@ from helix_django.errors import (
 )
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.runtime import requests as rq
-from helix_django.runtime.agent import announce_finished
 from helix_django.runtime.agents import get_agent
+from helix_django.runtime.endings import announce_finished
 from helix_django.runtime.handles import Launch, RunHandle
-from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
 from helix_django.streams import get_stream_manager
 
 #: Seconds an entry point waits for a local run task to end after cancelling it.
@@ -244,120 +239,6 @@ class EntriesMixin:
         if run.is_live:
             return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence, True, run.status)
         raise RunNotActionableError(cause="run_not_suspended")
-
-    # --- regenerate and continue -----------------------------------------------------------
-
-    async def regenerate(
-        self, *, session: ChatSession, request_key: str | None = None, user: Any = None, supersede_live: bool = False
-    ) -> RunHandle:
-        """Run the session's latest turn again as a new attempt; the earlier attempt stays auditable.
-
-        Rewinds to the turn's user message (a ``truncate`` checkpoint) and writes one
-        ``data-stream-resync`` (reason ``retry``). Raises AlreadyRunningError while a run
-        executes (unless ``supersede_live``), RunNotActionableError without a user turn.
-        """
-        run = await acurrent_run(session.id)
-        supersede = supersede_live or (run is not None and run.status == RunStatus.SUSPENDED_CLIENT_TOOL)
-        if run is not None and run.is_live and not supersede and not await self._retire_if_dead(run):
-            raise AlreadyRunningError()
-        turn_id = run.turn_message_id if run is not None else ""
-        position = await rq.auser_position(session.id, turn_id)
-        if position is None:
-            raise RunNotActionableError(cause="no_user_turn")
-        if not turn_id:
-            turn_id = await rq.auser_id(session.id, position)
-        digest = rq.input_hash("regenerate", turn_id)
-        if request_key:
-            duplicate = await self._keyed_duplicate(session, request_key, digest)
-            if duplicate is not None:
-                return duplicate
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="regenerate",
-            truncate_to=position + 1,
-            turn_message_id=turn_id,
-            attempt=await rq.anext_attempt(session.id, turn_id),
-            request_key=request_key or None,
-            input_hash=digest,
-            expected_current_run_id=run.id if run is not None else None,
-            supersede_live=supersede,
-        )
-
-        def resync(result: store.RunStartResult) -> list[dict[str, Any]]:
-            data = {
-                "checkpointId": result.checkpoint.id,
-                "stepCount": 0,
-                "messageCount": result.checkpoint.message_count,
-                "fromSequence": result.run.start_sequence,
-                "reason": "retry",
-                "runId": result.run.id,
-                "truncateCheckpointId": result.truncate_checkpoint.id if result.truncate_checkpoint else None,
-            }
-            return [{"type": "data-stream-resync", "data": data}]
-
-        return await self._launch(session, Launch(request, resync), user=user)
-
-    async def continue_run(self, *, session: ChatSession, run_id: str, user: Any = None) -> RunHandle:
-        """Start a new run that continues the partial answer of an interrupted/failed/cancelled run ("Continue").
-
-        Persisted tool results are sent to the model, never re-executed; calls without a
-        recorded outcome are reported as unknown. Raises RunNotFoundError,
-        AlreadyRunningError (the run still executes), RunNotActionableError.
-        """
-        run = await aget_run(session.id, run_id)
-        current = await acurrent_run(session.id)
-        if current is None or current.id != run.id:
-            raise RunNotActionableError(cause="not_latest_run")
-        if run.is_live:
-            if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-                raise RunNotActionableError(cause="run_suspended")
-            if not await self._retire_if_dead(run):
-                raise AlreadyRunningError()
-            run = await aget_run(session.id, run_id)
-        if run.status not in (RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.CANCELLED):
-            raise RunNotActionableError(cause="run_not_interrupted")
-        await store.amark_started_tool_executions_unknown(run.id)
-        row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
-        chunks = await _settle_open_calls(row, run)
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="continue",
-            input_messages=[row] if row else [],
-            turn_message_id=run.turn_message_id,
-            attempt=await rq.anext_attempt(session.id, run.turn_message_id),
-            expected_current_run_id=run.id,
-        )
-        launch = Launch(
-            request,
-            lambda _r: chunks,
-            parts=row["parts"] if row else None,
-            metadata=row["metadata"] if row else None,
-            add_continue_instruction=True,
-        )
-        return await self._launch(session, launch, user=user)
-
-
-async def _settle_open_calls(row: dict[str, Any] | None, run: Run) -> list[dict[str, Any]]:
-    """Chunks giving every open tool call of ``row`` its persisted outcome (never re-executing it)."""
-    if row is None:
-        return []
-    executions = {e.tool_call_id: e for e in await store.alist_tool_executions(run_id=run.id)}
-    chunks: list[dict[str, Any]] = []
-    for part in row["parts"]:
-        if part.get("state") not in ("input-available", "approval-requested") or "toolCallId" not in part:
-            continue
-        call_id = part["toolCallId"]
-        execution = executions.get(call_id)
-        if execution is not None and execution.status == ToolExecutionStatus.SUCCEEDED:
-            chunks.append({"type": "tool-output-available", "toolCallId": call_id, "output": execution.result})
-            continue
-        text = NO_RESULT_TEXT
-        if execution is not None and execution.status == ToolExecutionStatus.UNKNOWN:
-            text = UNKNOWN_OUTCOME_TEXT
-        elif execution is not None and execution.status == ToolExecutionStatus.FAILED:
-            text = "The tool failed"
-        chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": text})
-    return chunks
 
 
 def _answer(result: Any) -> tuple[str, str, Any, str]:

@@ -43,8 +43,8 @@ from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.context import to_provider_messages
-from helix_django.runtime.entries import EntriesMixin
 from helix_django.runtime.handles import Entry, Launch, RunHandle
+from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
 from helix_django.signals import run_started
 from helix_django.streams import get_stream_manager
@@ -56,7 +56,7 @@ logger = logging.getLogger(__name__)
 RECENT_RUNS = 256
 
 
-class LocalExecutor(EntriesMixin):
+class LocalExecutor(RestartsMixin):
     """Runs runs as asyncio tasks in this process (the embedded default executor)."""
 
     supports_request_key = True

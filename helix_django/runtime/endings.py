@@ -1,0 +1,110 @@
+"""How a run ends: completed, suspended, failed, interrupted or cancelled (fenced writes only).
+
+Every ending flushes the writer before its commit (the commit's ``stream_sequence`` is the
+writer's last sequence), then writes ``helix-run-end`` and ends, pauses or fails the
+stream. A partial answer is committed marked partial, with the same ``helix`` message
+metadata the client received in a ``message-metadata`` chunk, never as a finished
+answer (000, "Store partial output explicitly"). Cancel is distinct from failure: the
+stream *ends* with ``cancelled``; a failure *fails* it with the typed, scrubbed error.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from helix_django import store
+from helix_django.errors import FrameworkInternalError, HelixError, ProviderError, RunInterruptedError
+from helix_django.models import Run, RunStatus
+from helix_django.signals import run_finished
+
+logger = logging.getLogger(__name__)
+
+
+class EndingsMixin:
+    """Endings of :class:`~helix_django.runtime.agent.RunLoop` (uses its writer, accumulator and state)."""
+
+    run_id: str
+    acc: Any
+    writer: Any
+    manager: Any
+    step: int
+    stage: str
+    is_ending: bool
+    emit: Any
+    flush: Any
+
+    def _helix_metadata(self, status: str) -> dict[str, Any]:
+        return {"helix": {"runId": self.run_id, "status": status, "partial": status != RunStatus.COMPLETED}}
+
+    async def _complete(self, reason: str) -> str:
+        self.is_ending = True
+        self.emit({"type": "finish", "finishReason": reason, "messageMetadata": self._helix_metadata("completed")})
+        sequence = await self.flush()
+        await store.acommit_terminal(
+            self.run_id, RunStatus.COMPLETED, response_message=self.acc.snapshot(), stream_sequence=sequence
+        )
+        self.emit({"type": "helix-run-end", "status": "completed"})
+        await self.flush()
+        await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="completed")
+        return await self._finished(RunStatus.COMPLETED)
+
+    async def _suspend(self) -> str:
+        self.is_ending = True
+        await store.aupdate_run(self.run_id, status=RunStatus.SUSPENDED_CLIENT_TOOL)
+        self.emit({"type": "helix-run-end", "status": "suspended"})
+        await self.flush()
+        await self.manager.pause_stream(self.writer.stream_id, self.run_id)
+        return RunStatus.SUSPENDED_CLIENT_TOOL
+
+    def _close_open_parts(self) -> None:
+        for (kind, part_id), _part in list(self.acc._open.items()):
+            self.emit({"type": f"{kind}-end", "id": part_id}, content=True)
+
+    async def _end_partial(self, status: str, error: HelixError | None) -> int:
+        """Close open parts, mark the message partial, commit it terminal; return the stream sequence."""
+        self.is_ending = True
+        self._close_open_parts()
+        if self.acc.parts:
+            self.emit({"type": "message-metadata", "messageMetadata": self._helix_metadata(status)})
+        sequence = await self.flush()
+        await store.acommit_terminal(
+            self.run_id,
+            status,
+            response_message=self.acc.snapshot(),
+            stream_sequence=sequence,
+            step_count=self.step,
+            error=error,
+            stage=self.stage,
+        )
+        self.emit({"type": "helix-run-end", "status": status})
+        return await self.flush()
+
+    async def _end_failed(self, exc: BaseException) -> str:
+        if isinstance(exc, ProviderError) and exc.cause == "stream_dropped":
+            status, error = RunStatus.INTERRUPTED, RunInterruptedError(cause="stream_dropped")
+        else:
+            status = RunStatus.FAILED
+            error = exc if isinstance(exc, HelixError) else FrameworkInternalError()
+            if not isinstance(exc, HelixError):
+                logger.error("run %s failed unexpectedly: %s", self.run_id, type(exc).__name__)
+        logger.info("run %s ended %s (%s) at stage %s", self.run_id, status, error.code, self.stage)
+        await self._end_partial(status, error)
+        await self.manager.fail_stream(self.writer.stream_id, self.run_id, error.to_body())
+        return await self._finished(status)
+
+    async def _end_cancelled(self) -> str:
+        await self._end_partial(RunStatus.CANCELLED, None)
+        await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
+        return await self._finished(RunStatus.CANCELLED)
+
+    async def _finished(self, status: str) -> str:
+        await announce_finished(self.run_id, status)
+        return status
+
+
+async def announce_finished(run_id: str, status: str) -> None:
+    """Send ``run_finished`` for a run that reached a terminal status."""
+    run = await Run.objects.filter(pk=run_id).afirst()
+    if run is not None:
+        await run_finished.asend(sender=Run, run=run, status=status)
