@@ -71,11 +71,12 @@ class LiveChat:
         *,
         until: Callable[[LiveChat], bool] | None = None,
         message_id: str | None = None,
+        edit_of: str | None = None,
         timeout: float = 30.0,
     ) -> bool:
         """POST a user message; read frames until ``until(self)`` holds (True) or the body ends (False).
 
-        Without ``until`` the client disconnects as soon as the response headers arrived (a
+        ``edit_of`` names the user message this one edits. Without ``until`` the client disconnects as soon as the response headers arrived (a
         disconnect never stops the run); the test then watches the persisted state instead.
         """
         message = {
@@ -84,6 +85,8 @@ class LiveChat:
             "parts": [{"type": "text", "text": text}],
         }
         body = {"id": self.session_id, "messages": [message], "trigger": "submit-message"}
+        if edit_of:  # the AI SDK's edit: the edited message replaces ``edit_of`` and what follows it
+            body["messageId"] = edit_of
         return self._read("POST", json=body, until=until or (lambda chat: True), timeout=timeout)
 
     def persisted(self) -> list[dict[str, Any]]:
@@ -122,7 +125,7 @@ class LiveChat:
                 httpx.Client(timeout=timeout) as client,
                 client.stream(method, self.url, headers=self.headers, **kwargs) as response,
             ):
-                assert response.status_code == 200, response.read()
+                assert response.status_code == 200, (response.status_code, response.read())
                 if until(self):
                     return True
                 for sse in EventSource(response).iter_sse():

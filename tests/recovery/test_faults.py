@@ -124,3 +124,231 @@ def test_provider_failure_after_partial_output_then_regenerate(daphne_server_fac
         (2, "completed"),
     ]
     assert Message.objects.get(session_id=chat.session_id, position=1).text == "A good answer this time."
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+TOOL = "tests.recovery.faulttools.create_issue"
+
+
+def tool_steps(after_tool: dict) -> dict:
+    return {
+        "STEPS": [
+            {
+                "TEXT": "Creating the issue.",
+                "TOOL_CALLS": [{"id": "call-1", "name": "create_issue", "arguments": {"title": "Printer"}}],
+            },
+            after_tool,
+        ]
+    }
+
+
+@pytest.fixture
+def tracker(tmp_path, monkeypatch):
+    path = tmp_path / "tracker.jsonl"
+    monkeypatch.setenv("HELIX_TEST_TRACKER", str(path))
+    return path
+
+
+def executions(session_id: str) -> list[tuple[str, str]]:
+    from helix_django.models import ToolExecution
+
+    return list(
+        ToolExecution.objects.filter(run__session_id=session_id).order_by("id").values_list("status", "error_code")
+    )
+
+
+def test_killed_after_side_effect_before_its_result_was_persisted(daphne_server_factory, tracker, settings):
+    from helix_django.recovery.actions import aresolve_tool
+    from tests.recovery import faulttools
+
+    options = tool_steps({"TEXT": "The issue exists now."})
+    server = daphne_server_factory(
+        helix=agent(options, tools=[TOOL]),
+        env={"HELIX_TEST_TRACKER": str(tracker), "HELIX_TEST_DIE_IN_TOOL": "after_effect"},
+    )
+    chat = LiveChat(server, user_token())
+    chat.send()
+    chat.wait_for(lambda c: not server.is_running)  # the tool killed its own process after the side effect
+    run = chat.run()
+    wait_lease_expired(run)
+    assert len(faulttools.issues()) == 1
+    assert executions(chat.session_id) == [("started", "")]
+    assert "interrupted=1" in recover()
+    run.refresh_from_db()
+    assert (run.status, run.interrupted_stage) == ("interrupted", "tooling")
+    assert executions(chat.session_id) == [("unknown", "")]
+    offers = inv.inventory(run)
+    assert not offers[inv.CONTINUE].is_available and not offers[inv.REGENERATE].is_available
+    assert "create_issue" in offers[inv.CONTINUE].reason
+    from helix_django.models import ToolExecution
+
+    execution = ToolExecution.objects.get(run=run)
+    async_to_sync(aresolve_tool)(execution.pk, executed=True, result={"issue": "I-1", "duplicate": False})
+    settings.HELIX = agent(options, tools=[TOOL])
+    result = async_to_sync(aperform)(inv.CONTINUE, run.id, wait_seconds=20)
+    assert result.outcome == "started:completed"
+    assert len(faulttools.issues()) == 1  # the side effect was not repeated
+    row = Message.objects.get(session_id=chat.session_id, position=1)
+    tool_part = next(p for p in row.parts if p.get("toolCallId") == "call-1")
+    assert tool_part["state"] == "output-available" and tool_part["output"] == {"issue": "I-1", "duplicate": False}
+    assert row.text.endswith("The issue exists now.")
+
+
+def test_killed_after_the_result_was_persisted_before_continuation(daphne_server_factory, tracker, settings):
+    from tests.recovery import faulttools
+
+    hanging = tool_steps({"TEXT": "The issue exists now.", "HANG_AFTER_CHUNKS": 0})
+    server, chat, run = kill_at(
+        daphne_server_factory,
+        hanging,
+        lambda c: (
+            executions(c.session_id) == [("succeeded", "")]
+            and any(x["type"] == "tool-output-available" for x in c.persisted())
+        ),
+        tools=[TOOL],
+    )
+    assert len(faulttools.issues()) == 1
+    recover()
+    run.refresh_from_db()
+    assert run.status == "interrupted"
+    assert executions(chat.session_id) == [("succeeded", "")]  # the persisted result is kept, not "unknown"
+    offers = inv.inventory(run)
+    assert offers[inv.CONTINUE].is_available and offers[inv.REGENERATE].is_available
+    settings.HELIX = agent(tool_steps({"TEXT": "The issue exists now."}), tools=[TOOL])
+    result = async_to_sync(aperform)(inv.CONTINUE, run.id, wait_seconds=20)
+    assert result.outcome == "started:completed"
+    assert len(faulttools.issues()) == 1  # reused, not re-run
+    assert executions(chat.session_id) == [("succeeded", "")]
+    row = Message.objects.get(session_id=chat.session_id, position=1)
+    assert row.text.endswith("The issue exists now.") and row.metadata["helix"]["partial"] is False
+
+
+def test_external_tool_reports_a_duplicate_success(daphne_server_factory, tracker, settings):
+    """Staff say 'not executed' (unsure); the retried call hits the tracker's idempotency check."""
+    from helix_django.models import ToolExecution
+    from helix_django.recovery.actions import aresolve_tool
+    from tests.recovery import faulttools
+
+    options = tool_steps({"TEXT": "Done."})
+    server = daphne_server_factory(
+        helix=agent(options, tools=[TOOL]),
+        env={"HELIX_TEST_TRACKER": str(tracker), "HELIX_TEST_DIE_IN_TOOL": "after_effect"},
+    )
+    chat = LiveChat(server, user_token())
+    chat.send()
+    chat.wait_for(lambda c: not server.is_running)
+    run = chat.run()
+    wait_lease_expired(run)
+    recover()
+    execution = ToolExecution.objects.get(run_id=run.id)
+    async_to_sync(aresolve_tool)(execution.pk, executed=False)
+    assert executions(chat.session_id) == [("failed", "not_executed")]
+    settings.HELIX = agent(options, tools=[TOOL])
+    result = async_to_sync(aperform)(inv.REGENERATE, run.id, wait_seconds=20)
+    assert result.outcome == "started:completed"
+    retried = ToolExecution.objects.get(run_id=result.new_run_id)
+    assert (retried.status, retried.result) == ("succeeded", {"issue": "I-1", "duplicate": True})
+    assert retried.idempotency_key == execution.idempotency_key == "issue:Printer"
+    assert [i["issue"] for i in faulttools.issues()] == ["I-1"]  # still one issue in the tracker
+
+
+# --- durable provider operations -------------------------------------------------------------
+
+DURABLE = {"TEXT": REPLY, "PACE_TPS": 12, "DURABLE": True, "CACHE_ALIAS": "helix"}
+
+
+def test_provider_operation_completed_while_the_process_was_down(daphne_server_factory, settings):
+    import time
+
+    server, chat, run = kill_at(daphne_server_factory, DURABLE, lambda c: bool(c.persisted_text()))
+    run.refresh_from_db()
+    assert run.provider_operation_id.startswith("scrop_")
+    settings.HELIX = agent(DURABLE)
+    assert "interrupted=1 (provider_in_progress)" in recover() or run.status  # the operation is still running
+    run.refresh_from_db()
+    assert run.status == "interrupted"
+    assert run.error_code == "run_interrupted"
+    assert inv.inventory(run)[inv.CHECK_STATUS].is_available
+    deadline = time.monotonic() + 10
+    outcome = ""
+    while time.monotonic() < deadline and outcome != "completed":
+        time.sleep(0.5)
+        run.refresh_from_db()
+        if run.status == "interrupted":
+            outcome = async_to_sync(aperform)(inv.CHECK_STATUS, run.id).outcome
+    assert outcome == "completed"
+    run.refresh_from_db()
+    assert run.status == "completed" and run.recovery_action == "check_status"
+    row = Message.objects.get(session_id=chat.session_id, position=1)
+    assert row.text == REPLY and row.metadata["helix"]["partial"] is False
+
+
+def test_invalid_continuation_id(daphne_server_factory, settings):
+    from django.core.cache import caches
+
+    server, chat, run = kill_at(daphne_server_factory, DURABLE, lambda c: bool(c.persisted_text()))
+    run.refresh_from_db()
+    caches["helix"].delete(f"helix:scripted-op:{run.provider_operation_id}")  # the provider forgot it
+    settings.HELIX = agent(DURABLE)
+    assert "(operation_unknown)" in recover()
+    run.refresh_from_db()
+    assert run.status == "interrupted" and run.is_continuation_valid is False
+    offers = inv.inventory(run)
+    assert not offers[inv.CONTINUE].is_available and offers[inv.REGENERATE].is_available
+    with pytest.raises(Exception) as refused:
+        async_to_sync(aperform)(inv.CONTINUE, run.id)
+    assert refused.value.code == "state_run_not_actionable"
+
+
+# --- people acting during recovery ----------------------------------------------------------
+
+
+def test_user_cancels_during_recovery(daphne_server_factory):
+    import httpx
+
+    server, chat, run = kill_at(
+        daphne_server_factory, {"TEXT": REPLY, "PACE_TPS": 15}, lambda c: bool(c.persisted_text())
+    )
+    server.start()  # the site is back; the dead run waits for recovery
+    response = httpx.post(
+        server.url(f"/helix/api/sessions/{chat.session_id}/runs/{run.id}/cancel"), headers=chat.headers
+    )
+    assert response.status_code == 200, response.text
+    run.refresh_from_db()
+    assert run.status == "cancelled" and run.cancel_requested_at is not None
+    assert "scanned=0" in recover()
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    assert not inv.inventory(run)[inv.CHECK_STATUS].is_available
+
+
+def test_user_edits_the_conversation_before_recovery(daphne_server_factory, settings):
+    server, chat, run = kill_at(
+        daphne_server_factory, {"TEXT": REPLY, "PACE_TPS": 15}, lambda c: bool(c.persisted_text())
+    )
+    recover()
+    run.refresh_from_db()
+    assert run.status == "interrupted" and inv.inventory(run)[inv.CONTINUE].is_available
+    first_user = Message.objects.get(session_id=chat.session_id, position=0)
+    server.start()
+    chat.send("An edited question", message_id=first_user.ui_id, edit_of=first_user.ui_id)
+    chat.wait_for(lambda c: c.run().id != run.id and c.run().status == "completed")
+    run.refresh_from_db()
+    assert run.is_continuation_valid is False
+    offers = inv.inventory(run)
+    assert not offers[inv.CONTINUE].is_available and not offers[inv.REGENERATE].is_available
+    assert Message.objects.get(session_id=chat.session_id, position=0).text == "An edited question"
+
+
+def test_restarted_asgi_process_runs_the_scan_itself(daphne_server_factory):
+    import httpx
+
+    server, chat, run = kill_at(
+        daphne_server_factory, {"TEXT": REPLY, "PACE_TPS": 15}, lambda c: bool(c.persisted_text())
+    )
+    server.asgi_app = "tests.recovery.asgi_recovering:application"
+    server.start()
+    httpx.get(server.url("/helix/api/sessions/"), headers=chat.headers)  # any first request starts the scan
+    chat.wait_for(lambda c: Run.objects.get(pk=run.id).status == "interrupted", timeout=15)
+    assert Message.objects.get(session_id=chat.session_id, position=1).metadata["helix"]["partial"] is True
