@@ -109,8 +109,8 @@ class RunLoop(EndingsMixin):
             raise
         except RunSupersededError:
             self.writer.discard()
-            logger.info("run %s superseded; stopping", self.run_id)
-            return RunStatus.SUPERSEDED
+            logger.info("run %s superseded or ended elsewhere; stopping", self.run_id)
+            return await self._settle_after_fence()
         except Exception as exc:
             return await self._guard(self._end_failed(exc))
         finally:

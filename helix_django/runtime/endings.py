@@ -14,7 +14,13 @@ import logging
 from typing import Any
 
 from helix_django import store
-from helix_django.errors import FrameworkInternalError, HelixError, ProviderError, RunInterruptedError
+from helix_django.errors import (
+    FrameworkInternalError,
+    HelixError,
+    ProviderError,
+    RunInterruptedError,
+    StreamFenceError,
+)
 from helix_django.models import Run, RunStatus
 from helix_django.signals import run_finished
 
@@ -97,6 +103,21 @@ class EndingsMixin:
         await self._end_partial(RunStatus.CANCELLED, None)
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
         return await self._finished(RunStatus.CANCELLED)
+
+    async def _settle_after_fence(self) -> str:
+        """The run lost its right to write: report why; end its stream if it was cancelled elsewhere.
+
+        A run cancelled before its task started (or by another process) may still hold the
+        stream claim, which would otherwise stay ``active`` with no writer.
+        """
+        run = await Run.objects.filter(pk=self.run_id).afirst()
+        status = run.status if run is not None else RunStatus.SUPERSEDED
+        if status == RunStatus.CANCELLED:
+            try:
+                await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
+            except StreamFenceError:
+                pass  # a newer run holds the stream
+        return status
 
     async def _finished(self, status: str) -> str:
         await announce_finished(self.run_id, status)

@@ -16,17 +16,14 @@ from django.utils import timezone
 from helix_django import store
 from helix_django.errors import (
     InvalidToolResultError,
-    RunInterruptedError,
     RunNotActionableError,
     RunNotFoundError,
     RunSupersededError,
-    StreamFenceError,
     ValidationError,
 )
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agents import get_agent
-from helix_django.runtime.endings import announce_finished
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.streams import get_stream_manager
 
@@ -91,18 +88,12 @@ class EntriesMixin:
         expired = run.lease_expires_at is None or run.lease_expires_at < timezone.now()
         if not expired and run.lease_owner != self.owner:
             return False
-        await store.amark_started_tool_executions_unknown(run.id)
-        row = await rq.aload_response_row(run.session_id, run.start_message_count, run.response_message_id)
-        info = await get_stream_manager().get_info(run.session_id)
-        await store.acommit_terminal(
-            run.id,
-            RunStatus.INTERRUPTED,
-            response_message=row,
-            stream_sequence=info.head_sequence if info else run.start_sequence,
-            error=RunInterruptedError(cause="process_lost"),
-            stage=run.status,
-        )
-        await announce_finished(run.id, RunStatus.INTERRUPTED)
+        # Recovery's own ending: partial output rebuilt from the stream, unknown tool
+        # outcomes marked, the stream failed typed (000, "Recovery on app relaunch").
+        from helix_django.recovery.outcomes import ainterrupt
+        from helix_django.recovery.partial import arebuild_partial
+
+        await ainterrupt(run, await arebuild_partial(run), stage=run.status, cause="process_lost")
         return True
 
     # --- cancel ----------------------------------------------------------------------------
@@ -136,26 +127,22 @@ class EntriesMixin:
             entry.event_loop.call_soon_threadsafe(entry.task.cancel)
             await asyncio.wait_for(asyncio.wrap_future(entry.done), CANCEL_WAIT_SECONDS)
         else:
-            await self._cancel_detached(run)
+            await self._cancel_detached(run, answer)
         return await aget_run(session.id, run_id)
 
-    async def _cancel_detached(self, run: Run) -> None:
-        """Cancel a run no task of this process executes (suspended, or executing elsewhere)."""
+    async def _cancel_detached(self, run: Run, answer: str) -> None:
+        """Cancel a run no task of this process executes (suspended, or executing elsewhere).
+
+        Its partial output is rebuilt from the stream and kept; its stream ends ``cancelled``.
+        The process executing it (if any) stops at its next fenced write.
+        """
+        from helix_django.recovery.outcomes import acancel_ended
+        from helix_django.recovery.partial import arebuild_partial
+
         await store.amark_started_tool_executions_unknown(run.id)
-        row = await rq.aload_response_row(run.session_id, run.start_message_count, run.response_message_id)
-        manager = get_stream_manager()
-        info = await manager.get_info(run.session_id)
-        await store.acommit_terminal(
-            run.id,
-            RunStatus.CANCELLED,
-            response_message=row,
-            stream_sequence=info.head_sequence if info else run.start_sequence,
-        )
-        try:
-            await manager.end_stream(run.session_id, run.id, end_status="cancelled")
-        except StreamFenceError:
-            pass  # another run holds the stream; nothing of ours to end
-        await announce_finished(run.id, RunStatus.CANCELLED)
+        partial = None if run.status == RunStatus.SUSPENDED_CLIENT_TOOL else await arebuild_partial(run)
+        fresh = await aget_run(run.session_id, run.id)
+        await acancel_ended(fresh, partial, provider_cancel_result=answer)
 
     # --- client tools and approvals --------------------------------------------------------
 

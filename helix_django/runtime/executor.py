@@ -33,6 +33,7 @@ from helix_django.errors import (
     HelixError,
     RunNotActionableError,
     RunNotFoundError,
+    RunStartConflictError,
     RunSupersededError,
     ValidationError,
 )
@@ -43,6 +44,7 @@ from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.context import to_provider_messages
+from helix_django.runtime.entries import acurrent_run
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
@@ -133,9 +135,17 @@ class LocalExecutor(RestartsMixin):
             turn_message_id=message["id"],
             truncate_to=truncate_to,
         )
+        current = await acurrent_run(session.id)
+        if current is not None and current.is_live and not self.is_local(current.id):
+            if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+                # A new message while client tools wait abandons them (002, "a follow-up message
+                # sent while client-tool calls are pending consumes them"); compare-and-set.
+                request.supersede_live, request.expected_current_run_id = True, current.id
+            else:
+                await self._retire_if_dead(current)  # a crashed process's run is not "running"
         try:
             return await self._launch(session, Launch(request), user=user)
-        except (AlreadyRunningError, IntegrityError):
+        except (AlreadyRunningError, RunStartConflictError, IntegrityError):
             duplicate = await self._keyed_duplicate(session, request_key, digest) if request_key else None
             if duplicate is not None:
                 return duplicate

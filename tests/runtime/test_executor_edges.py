@@ -124,3 +124,49 @@ async def test_wait_reports_unknown_runs_as_none(executor):
     assert await executor.wait("run_elsewhere", 1) is None
     assert not executor.is_local("run_elsewhere") and not executor.abandon("run_elsewhere")
     await asyncio.sleep(0)
+
+
+async def test_a_new_message_while_client_tools_wait_supersedes_the_suspended_run(executor, session, use_agents):
+    steps = [{"TOOL_CALLS": [{"id": "c-1", "name": "pick_color", "arguments": {"prompt": "x"}}]}, {"TEXT": "ok"}]
+    use_agents(default=agent({"STEPS": steps}, tools=[f"{toolbox.PATH}.pick_color"]))
+    first = await executor.execute(session, [user_message("pick")])
+    assert await executor.wait(first.run_id, 10) == "suspended_client_tool"
+    use_agents(default=agent({"TEXT": "Never mind then."}, tools=[f"{toolbox.PATH}.pick_color"]))
+    second = await executor.execute(session, [user_message("forget it")])
+    assert await executor.wait(second.run_id, 10) == "completed"
+    assert (await Run.objects.aget(pk=first.run_id)).status == "superseded"
+    assert [m["role"] for m in await rows(session.id)] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_send_after_a_dead_run_retires_it_as_interrupted(executor, session, use_agents):
+    use_agents(default=agent({"PACE_TPS": 100}))
+    first = await executor.execute(session, [user_message("long")])
+    await asyncio.sleep(0.1)
+    assert executor.abandon(first.run_id)  # the process "died"
+    await executor.wait(first.run_id, 10)
+    use_agents(default=agent())
+    second = await executor.execute(session, [user_message("again")])
+    assert await executor.wait(second.run_id, 10) == "completed"
+    dead = await Run.objects.aget(pk=first.run_id)
+    assert (dead.status, dead.error_code, dead.interrupted_stage) == ("interrupted", "run_interrupted", "streaming")
+    assert (await rows(session.id))[1]["metadata"]["helix"]["partial"] is True
+
+
+async def test_a_send_while_another_process_runs_is_refused(executor, session, use_agents):
+    from helix_django.errors import AlreadyRunningError
+    from helix_django.runtime.executor import LocalExecutor
+
+    use_agents(default=agent({"PACE_TPS": 100}))
+    first = await executor.execute(session, [user_message("long")])
+    other = LocalExecutor()  # another process: its lease is not expired, so the run is alive
+    try:
+        with pytest.raises(AlreadyRunningError):
+            await other.execute(session, [user_message("again")])
+        # A cancel from that other process ends the run here too: cancelled, never failed.
+        run = await other.cancel(session=session, run_id=first.run_id)
+        assert run.status == "cancelled"
+        assert await executor.wait(first.run_id, 10) == "cancelled"
+        info = await get_stream_manager().get_info(session.stream_id)
+        assert (info.status, info.end_status) == ("ended", "cancelled")
+    finally:
+        other.close()

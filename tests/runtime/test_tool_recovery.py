@@ -67,10 +67,17 @@ async def test_side_effect_is_not_executed_again_after_a_death(executor, session
     assert toolbox.calls["create_ticket"] == 1  # reused, not executed again
     assert (await Run.objects.aget(pk=first.run_id)).status == "interrupted"
     records = await executions(session.id)
-    assert records == [(first.run_id, "create_ticket", "succeeded"), (handle.run_id, "create_ticket", "succeeded")]
-    reused = await ToolExecution.objects.aget(run_id=handle.run_id)
-    assert reused.result == {"ticket": "T-1", "title": "Printer", "priority": 1}
-    assert reused.started_at is None  # never started: the earlier result was reused
+    if action == "continue":
+        # The interrupted answer (rebuilt from the stream) holds the call: its persisted result
+        # is sent on, and the model is never asked to call the tool again.
+        assert records == [(first.run_id, "create_ticket", "succeeded")]
+        assert handle.response_message_id == first.response_message_id
+    else:
+        # A regenerate starts over: the model calls the tool again, the earlier result is reused.
+        assert records == [(first.run_id, "create_ticket", "succeeded"), (handle.run_id, "create_ticket", "succeeded")]
+        reused = await ToolExecution.objects.aget(run_id=handle.run_id)
+        assert reused.result == {"ticket": "T-1", "title": "Printer", "priority": 1}
+        assert reused.started_at is None  # never started: the earlier result was reused
     reply = (await rows(session.id))[-1]
     part = next(p for p in reply["parts"] if p["type"] == "tool-create_ticket")
     assert part["output"]["ticket"] == "T-1"
@@ -104,15 +111,12 @@ async def test_crash_inside_a_tool_leaves_it_unknown_and_nothing_reruns_it(execu
     assert toolbox.calls["charge_card"] == 1
     assert await Run.objects.filter(session_id=session.id).acount() == 1
 
-    # The user chooses Continue: the dead run is interrupted, the call's outcome becomes unknown,
-    # and the model is told so instead of the tool running again.
+    # The user chooses Continue: the dead run is interrupted (its partial answer rebuilt from
+    # the stream), the call's outcome becomes unknown, and the model is told so.
     handle = await executor.continue_run(session=session, run_id=first.run_id)
     assert await executor.wait(handle.run_id, 10) == "completed"
     assert toolbox.calls["charge_card"] == 1
-    assert await executions(session.id) == [
-        (first.run_id, "charge_card", "unknown"),
-        (handle.run_id, "charge_card", "unknown"),
-    ]
+    assert await executions(session.id) == [(first.run_id, "charge_card", "unknown")]
     reply = (await rows(session.id))[-1]
     part = next(p for p in reply["parts"] if p["type"] == "tool-charge_card")
     assert part["state"] == "output-error" and part["errorText"] == UNKNOWN_OUTCOME_TEXT
@@ -147,3 +151,21 @@ async def test_continue_after_a_committed_tool_step_sends_the_persisted_result(e
     assert reply["id"] == partial["id"]  # the same message, continued
     assert reply["metadata"]["helix"]["partial"] is False
     assert text(reply) == "Working on it.Done."
+
+
+async def test_regenerate_after_a_crash_inside_a_tool_does_not_run_it_again(executor, session, use_agents):
+    use_agents(default=agent({"STEPS": steps("charge_card", {"order": "hang"})}, tools=[f"{toolbox.PATH}.charge_card"]))
+    toolbox.gates["started:charge_card"] = threading.Event()
+    first = await executor.execute(session, [user_message("Charge my order")])
+    assert await asyncio.to_thread(toolbox.gates["started:charge_card"].wait, 10)
+    assert executor.abandon(first.run_id)
+    await executor.wait(first.run_id, 10)
+    handle = await executor.regenerate(session=session)
+    assert await executor.wait(handle.run_id, 10) == "completed"
+    assert toolbox.calls["charge_card"] == 1  # the same idempotency key has an unknown outcome
+    assert await executions(session.id) == [
+        (first.run_id, "charge_card", "unknown"),
+        (handle.run_id, "charge_card", "unknown"),
+    ]
+    part = next(p for p in (await rows(session.id))[-1]["parts"] if p["type"] == "tool-charge_card")
+    assert part["state"] == "output-error" and part["errorText"] == UNKNOWN_OUTCOME_TEXT
