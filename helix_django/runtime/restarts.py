@@ -94,6 +94,10 @@ class RestartsMixin(EntriesMixin):
             run = await aget_run(session.id, run_id)
         if run.status not in (RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.CANCELLED):
             raise RunNotActionableError(cause="run_not_interrupted")
+        if not run.is_continuation_valid:
+            # The history before it was edited: its continuation state no longer matches (000,
+            # "Editing history invalidates some recovery paths"). Regenerate instead.
+            raise RunNotActionableError(cause="continuation_invalid")
         await store.amark_started_tool_executions_unknown(run.id)
         row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
         chunks = await _settle_open_calls(row, run)

@@ -118,3 +118,15 @@ async def test_continue_of_a_completed_run_is_not_actionable(executor, session, 
     await executor.wait(first.run_id, 10)
     with pytest.raises(RunNotActionableError):
         await executor.continue_run(session=session, run_id=first.run_id)
+
+
+async def test_continue_is_refused_once_the_continuation_was_invalidated(executor, session, use_agents):
+    use_agents(default=agent({"DROP_AFTER_CHUNKS": 3}))
+    first = await executor.execute(session, [user_message("count")])
+    assert await executor.wait(first.run_id, 10) == "interrupted"
+    await Run.objects.filter(pk=first.run_id).aupdate(is_continuation_valid=False)  # the history was edited
+    with pytest.raises(RunNotActionableError) as caught:
+        await executor.continue_run(session=session, run_id=first.run_id)
+    assert caught.value.cause == "continuation_invalid"
+    handle = await executor.regenerate(session=session)  # Regenerate stays available
+    assert await executor.wait(handle.run_id, 10) == "interrupted"
