@@ -6,7 +6,7 @@
         "PROVIDER": {"BACKEND": "helix_django.runtime.providers.openai.OpenAIProvider",
                      "OPTIONS": {"BASE_URL": "http://localhost:11434/v1"}},
         "MODEL": "llama3.2", "SYSTEM_PROMPT": "...",
-        "TOOLS": ["myapp.tools.search_docs"], "MAX_STEPS": 8, "MAX_ATTEMPTS": 1}}}
+        "TOOLS": ["myapp.tools.search_docs"], "MAX_STEPS": 8, "MAX_ATTEMPTS": 1, "IDLE_TIMEOUT_SECONDS": 120}}}
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class Agent:
     tools: dict[str, Tool]
     max_steps: int = 8
     """Model calls per run before the run ends with finish reason ``length``."""
+    idle_timeout_seconds: float = 120.0
+    """Seconds without a provider event before the stream counts as dropped."""
     max_attempts: int = 1
     """LLM attempts per step for a retryable provider failure (002, "Retried attempts").
 
@@ -70,4 +72,5 @@ def get_agent(name: str | None = None) -> Agent:
         tools=load_tools(config.get("TOOLS") or []),
         max_steps=int(config.get("MAX_STEPS", 8)),
         max_attempts=int(config.get("MAX_ATTEMPTS", 1)),
+        idle_timeout_seconds=float(config.get("IDLE_TIMEOUT_SECONDS", 120)),
     )

@@ -75,13 +75,25 @@ class AttemptStreamer:
             options={"attempt_number": self.number},
         )
         finish: Finish | None = None
+        events = self.provider.stream(request)
         try:
-            async for event in self.provider.stream(request):
+            while True:
+                try:
+                    event = await asyncio.wait_for(anext(events), self.loop.agent.idle_timeout_seconds)
+                except StopAsyncIteration:
+                    break
+                except asyncio.TimeoutError:
+                    # A provider that stopped sending is a cut stream, not a finished answer.
+                    raise ProviderError(retryable=True, cause="stream_dropped") from None
                 finish = await self._apply(event) or finish
         except ProviderError as exc:
             # Once the operation exists, a retryable failure of its stream is a cut, not its outcome.
             if not self.operation_id or not exc.is_retryable:
                 raise
+        finally:
+            closer = getattr(events, "aclose", None)
+            if closer is not None:
+                await closer()
         if finish is None:
             finish = await self._recover()
         self._close_all()

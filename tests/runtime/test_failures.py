@@ -157,3 +157,12 @@ async def test_cancel_stops_a_hanging_provider(executor, session, use_agents):
     run = await asyncio.wait_for(executor.cancel(session=session, run_id=handle.run_id), 10)
     assert run.status == "cancelled"
     assert text((await rows(session.id))[1]) == "".join(tokenize(default_reply(QUESTION))[:2])
+
+
+async def test_a_provider_that_stops_sending_counts_as_a_drop(executor, session, use_agents):
+    use_agents(default=agent({"HANG_AFTER_CHUNKS": 3}, IDLE_TIMEOUT_SECONDS=0.3))
+    handle = await executor.execute(session, [user_message(QUESTION)])
+    assert await executor.wait(handle.run_id, 10) == "interrupted"
+    run = await Run.objects.aget(pk=handle.run_id)
+    assert (run.error_code, run.interrupted_stage) == ("run_interrupted", "streaming")
+    assert text((await rows(session.id))[1]) == "".join(tokenize(default_reply(QUESTION))[:3])

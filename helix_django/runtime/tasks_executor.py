@@ -1,0 +1,163 @@
+"""Runs on task workers: the web process commits and claims, Django's Tasks framework executes.
+
+Set ``HELIX["EXECUTOR"] = "helix_django.runtime.tasks_executor.TasksExecutor"`` and a
+``TASKS`` backend (``django.tasks`` on Django 6, the ``django-tasks`` backport on 5.2; any
+backend with a worker, e.g. ``django_tasks_db.DatabaseBackend`` and ``manage.py db_worker``).
+
+The web process does what :class:`~helix_django.runtime.executor.LocalExecutor` does up to
+the opening chunks (run-start commit, stream claim, ``helix-run-start``/``start`` flushed,
+so the stream is readable when ``execute()`` returns) and then enqueues :data:`execute_run`
+instead of starting a local task. Until a worker takes it, the run's lease is held by the
+web executor (a hand-off lease of ``LEASE_SECONDS``). A worker takes the run with a
+compare-and-set from that owner to its own (:func:`helix_django.store.take_over_lease`),
+so of several workers given the same run only one executes it; it then renews the lease
+while it runs. A worker killed mid-run leaves a lease that expires, and the relaunch scan
+(:mod:`helix_django.recovery.scan`) marks the run interrupted with its partial output;
+nothing runs it again on its own (000, "Recovery on app relaunch").
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from helix_django import store
+from helix_django.conf import helix_settings
+from helix_django.models import ChatSession, Run
+from helix_django.protocol import MessageAccumulator
+from helix_django.runtime import requests as rq
+from helix_django.runtime.agent import RunLoop
+from helix_django.runtime.agents import get_agent
+from helix_django.runtime.context import to_provider_messages
+from helix_django.runtime.executor import LocalExecutor
+from helix_django.runtime.handles import Entry, Launch, RunHandle
+from helix_django.streams import get_stream_manager
+from helix_django.streams.base import StreamWriter
+
+try:  # Django 6.x ships the Tasks framework; 5.2 uses the django-tasks backport.
+    from django.tasks import task
+except ImportError:  # pragma: no cover - depends on the Django version
+    from django_tasks import task
+
+logger = logging.getLogger(__name__)
+
+#: Queue the runs are enqueued on (run a worker for it: ``db_worker --queue-name helix``).
+QUEUE_NAME = "helix"
+
+
+def launch_data(launch: Launch, user: Any) -> dict[str, Any]:
+    """Return the JSON form of what a worker needs beyond the database to execute a run.
+
+    Shape: ``{"parts": [...]|None, "metadata": {...}|None, "approved": [[tool_name, arguments,
+    tool_call_id], ...], "add_continue_instruction": bool, "user_id": <pk as str>|None}``.
+    """
+    return {
+        "parts": launch.parts,
+        "metadata": launch.metadata,
+        "approved": [[tool.name, arguments, call_id] for tool, arguments, call_id in launch.approved],
+        "add_continue_instruction": launch.add_continue_instruction,
+        "user_id": str(user.pk) if getattr(user, "pk", None) is not None else None,
+    }
+
+
+class TasksExecutor(LocalExecutor):
+    """Hands each run to a task worker after the run-start commit (module docstring)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._handoffs: dict[str, RunLoop] = {}
+
+    def _start_task(self, entry: Entry, loop: RunLoop) -> None:
+        # Called on the runner loop right after the opening chunks were flushed: no local task.
+        self._entries.pop(loop.run_id, None)
+        self._handoffs[loop.run_id] = loop
+        entry.done.set_result("handed_off")
+
+    async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
+        handle = await super()._launch(session, launch, user=user)
+        loop = self._handoffs.pop(handle.run_id)
+        try:
+            await execute_run.using(queue_name=QUEUE_NAME).aenqueue(handle.run_id, self.owner, launch_data(launch, user))
+        except Exception as exc:  # noqa: BLE001 - any enqueue failure ends the run, typed, on its stream
+            logger.error("run %s could not be handed to a task worker: %s", handle.run_id, type(exc).__name__)
+            await self.runner.call(loop._guard(loop._end_failed(exc)))
+        return handle
+
+    async def _retire_if_dead(self, run: Run) -> bool:
+        # Our own unexpired lease on a run with no local task means "queued for a worker".
+        if run.lease_owner == self.owner and run.lease_expires_at and run.lease_expires_at > timezone.now():
+            return False
+        return await super()._retire_if_dead(run)
+
+
+def worker_owner() -> str:
+    """Return a lease owner id for one execution on this worker process."""
+    return f"worker:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _user(user_id: str | None) -> Any:
+    if user_id is None:
+        return None
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=user_id).first()
+
+
+async def arun_handed_off(run_id: str, from_owner: str, data: dict[str, Any]) -> str:
+    """Take ``run_id`` from ``from_owner`` (compare-and-set on the lease) and execute it here.
+
+    Returns the run's final status, or ``"skipped"`` when another worker (or the relaunch
+    scan) has it. The chunks the web process wrote are re-applied to the response message,
+    so the committed message matches the stream.
+    """
+    owner = worker_owner()
+    if not await store.atake_over_lease(run_id, from_owner, owner, helix_settings.LEASE_SECONDS):
+        logger.info("run %s is not ours to execute (taken or ended); skipping", run_id)
+        return "skipped"
+    run = await Run.objects.select_related("session").aget(pk=run_id)
+    session = run.session
+    agent = get_agent(run.agent or session.agent)
+    manager = get_stream_manager()
+    writer = StreamWriter(
+        manager,
+        session.stream_id,
+        run.id,
+        flush_interval_ms=helix_settings.FLUSH_INTERVAL_MS,
+        max_chunks=helix_settings.FLUSH_MAX_CHUNKS,
+    )
+    acc = MessageAccumulator(run.response_message_id, parts=data.get("parts"), metadata=data.get("metadata"))
+    for sequence, chunk in await manager.read_all(session.stream_id, after=run.start_sequence):
+        if chunk.get("_run") == run.id:
+            acc.apply(chunk)
+            writer.last_sequence = sequence
+    context = to_provider_messages(await rq.aload_rows(session.id, run.start_message_count))
+    approved = [(agent.tools[name], arguments, call_id) for name, arguments, call_id in data.get("approved", [])]
+    loop = RunLoop(
+        run=run,
+        agent=agent,
+        writer=writer,
+        acc=acc,
+        context=context,
+        owner=owner,
+        user=await sync_to_async(_user)(data.get("user_id")),
+        approved=approved,
+        add_continue_instruction=bool(data.get("add_continue_instruction")),
+    )
+    import asyncio
+
+    loop.task = asyncio.current_task()  # type: ignore[assignment]
+    status = await loop.run_forever()
+    logger.info("run %s executed on %s: %s", run_id, owner, status)
+    return status
+
+
+@task()
+async def execute_run(run_id: str, from_owner: str, data: dict[str, Any]) -> str:
+    """Task: execute a run handed off by :class:`TasksExecutor` (see :func:`arun_handed_off`)."""
+    return await arun_handed_off(run_id, from_owner, data)
