@@ -48,7 +48,9 @@ function describeError(error) {
 }
 
 function sessionLabel(session) {
-  return session.title || session.preview || "New chat";
+  if (session.title) return session.title;
+  const created = session.createdAt ? new Date(session.createdAt) : null;
+  return created ? `Chat of ${created.toLocaleString([], { dateStyle: "medium", timeStyle: "short" })}` : "Untitled chat";
 }
 
 /** Mount the chat page on `root`; returns a controller with `open(sessionId)`. */
@@ -107,7 +109,6 @@ export function mountChat(root, options) {
             },
           },
           el("span", { class: "hx-session-title" }, sessionLabel(session)),
-          session.status === "active" ? el("span", { class: "hx-dot", title: "Answering" }) : null,
         ),
       ),
     );
@@ -289,40 +290,37 @@ export function mountChat(root, options) {
     return null;
   }
 
+  // The recovery state of a run, from GET .../recovery (null while unknown).
+  function recoveryOf(view, runId) {
+    return view.recovery && view.recovery.runId === runId ? view.recovery : null;
+  }
+
   function partialNotice(message, helix, context) {
     const [label, detail] = PARTIAL_LABELS[helix.status] || ["Incomplete", "This answer did not finish."];
-    const runId = helix.runId;
-    const actionable = context.isLast && context.idle && !helix.kept;
+    const recovery = recoveryOf(context.view, helix.runId);
+    const kept = recovery?.recoveryAction === "keep_partial";
+    const actionable = context.isLast && context.idle && !kept;
     return el(
       "div",
-      { class: "hx-partial-notice", role: "status", "data-testid": "partial-notice" },
-      el("div", {}, el("strong", {}, helix.kept ? `${label} · kept as partial` : `${label} · partial answer`), " ", detail),
-      actionable ? recoveryActions(message.id, runId) : null,
+      { class: "hx-partial-notice", role: "status", "data-testid": "partial-notice", "data-run-status": helix.status },
+      el("div", {}, el("strong", {}, kept ? `${label} · kept as partial` : `${label} · partial answer`), " ", detail),
+      actionable ? recoveryActions(message.id, helix.runId, recovery) : null,
     );
   }
 
-  function recoveryActions(messageId, runId) {
+  // Regenerate, Continue, Keep, Discard: each shown only when the server says it applies
+  // (until it answered, Regenerate only), each named for what it does.
+  function recoveryActions(messageId, runId, recovery) {
+    const available = (name) => (recovery ? recovery.actions?.[name]?.available : name === "regenerate");
+    const chip = (name, label, title, onclick, cls = "hx-chip") =>
+      available(name) ? el("button", { type: "button", class: cls, title, onclick, "data-action": name }, label) : null;
     return el(
       "div",
       { class: "hx-actions" },
-      el(
-        "button",
-        { type: "button", class: "hx-chip is-primary", title: "Start over from the last safe point", onclick: () => chat.regenerate(messageId) },
-        "Regenerate",
-      ),
-      runId
-        ? el(
-            "button",
-            { type: "button", class: "hx-chip", title: "Ask the model to continue from the partial text (a new generation)", onclick: () => chat.continueRun(runId) },
-            "Continue",
-          )
-        : null,
-      runId
-        ? el("button", { type: "button", class: "hx-chip", title: "Keep the partial text as it is", onclick: () => chat.keep(runId) }, "Keep")
-        : null,
-      runId
-        ? el("button", { type: "button", class: "hx-chip is-danger", title: "Remove the partial answer", onclick: () => chat.discard(runId) }, "Discard")
-        : null,
+      chip("regenerate", "Regenerate", "Start over from the last safe point (a new answer)", () => chat.regenerate(messageId), "hx-chip is-primary"),
+      chip("continue", "Continue", "A new generation that continues from the partial text", () => chat.continueRun(runId)),
+      chip("keep", "Keep", "Keep the partial text as it is, without more inference", () => chat.keep(runId)),
+      chip("discard", "Discard", "Remove the partial answer from the conversation", () => chat.discard(runId), "hx-chip is-danger"),
     );
   }
 
@@ -367,17 +365,20 @@ export function mountChat(root, options) {
     const last = view.messages[view.messages.length - 1];
     if (!last || last.role !== "user") return null;
     const [label] = PARTIAL_LABELS[runStatus];
+    const recovery = recoveryOf(view, snapshot.runId);
+    const discarded = recovery?.recoveryAction === "discard_partial";
+    const regenerate = recovery ? recovery.actions?.regenerate?.available : true;
     return el(
       "div",
       { class: "hx-run-notice", role: "status", "data-testid": "run-notice", "data-run-status": runStatus },
-      el("strong", {}, label),
-      " before any text was written.",
-      snapshot.errorDetail?.message ? ` ${snapshot.errorDetail.message}.` : "",
-      el(
-        "div",
-        { class: "hx-actions" },
-        el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.regenerate(null) }, "Regenerate"),
-      ),
+      el("strong", {}, discarded ? "Partial answer discarded." : `${label} before any text was written.`),
+      regenerate
+        ? el(
+            "div",
+            { class: "hx-actions" },
+            el("button", { type: "button", class: "hx-chip is-primary", "data-action": "regenerate", onclick: () => chat.regenerate(null) }, "Regenerate"),
+          )
+        : null,
     );
   }
 
@@ -434,13 +435,29 @@ export function mountChat(root, options) {
     return chat;
   }
 
-  ui.composer.addEventListener("submit", (event) => {
+  // A new conversation is created with a title (its first message) before its first send.
+  async function ensureSession(text) {
+    if (sessions.some((s) => s.id === chat.sessionId) || chat.messages.length) return;
+    try {
+      await fetch(routes.sessions(), {
+        method: "POST",
+        headers: { "Content-Type": "application/json", Accept: "application/json", ...headers() },
+        body: JSON.stringify({ id: chat.sessionId, title: text.length > 60 ? `${text.slice(0, 57)}…` : text }),
+        credentials: "same-origin",
+      });
+    } catch {
+      // The chat route creates the session on its own; only the title is missing then.
+    }
+  }
+
+  ui.composer.addEventListener("submit", async (event) => {
     event.preventDefault();
     const text = ui.input.value.trim();
     if (!text || chat.view().isBusy) return;
     ui.input.value = "";
     autosize();
-    chat.send(text);
+    await ensureSession(text);
+    await chat.send(text);
   });
   ui.input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {

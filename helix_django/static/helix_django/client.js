@@ -133,6 +133,7 @@ export class HelixChat extends EventTarget {
     this.runId = null;
     this.runStatus = null;
     this.loaded = false;
+    this.recovery = null;
     this.gen = 0;
     this.controller = null;
     this.seenTriggers = new Set();
@@ -165,6 +166,7 @@ export class HelixChat extends EventTarget {
       cursor: this.cursor,
       liveMessageId: this.live?.message.id ?? null,
       loaded: this.loaded,
+      recovery: this.recovery,
       isBusy: ["submitted", "streaming", "reconnecting"].includes(this.status),
     };
   }
@@ -220,7 +222,31 @@ export class HelixChat extends EventTarget {
     this.cursor = snapshot.streamSequence;
     this.cursorTrusted = true;
     if (this.pending && snapshot.messages.some((m) => m.id === this.pending.message.id)) this.pending = null;
+    if (!options.resume) void this.loadRecovery(snapshot);
     return options;
+  }
+
+  /**
+   * For a turn that ended interrupted, failed or cancelled, read which recovery actions
+   * apply (and what was already done): `recovery = {runId, recoveryAction, actions}`.
+   * Without that answer the page offers Regenerate only.
+   */
+  async loadRecovery(snapshot) {
+    const { runId, runStatus } = snapshot;
+    if (this.recovery?.runId !== runId) this.recovery = null;
+    if (!runId || !["interrupted", "failed", "cancelled"].includes(runStatus) || !this.routes.recovery) return;
+    try {
+      const response = await this.fetchImpl(this.routes.recovery(this.sessionId, runId), {
+        headers: { Accept: "application/json", ...this.extraHeaders() },
+        credentials: "same-origin",
+        cache: "no-store",
+      });
+      if (!response.ok || this.snapshot?.runId !== runId) return;
+      this.recovery = await response.json();
+      this.emit();
+    } catch {
+      // Keep the conservative default (Regenerate only).
+    }
   }
 
   /** Read the snapshot, render it, and open the resume when it is live. */

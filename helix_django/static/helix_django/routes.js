@@ -14,6 +14,7 @@ export function routesFor(baseUrl) {
     chat: (id) => `${session(id)}/chat`,
     snapshot: (id) => `${session(id)}/snapshot`,
     cancel: (id, runId) => `${run(id, runId)}/cancel`,
+    recovery: (id, runId) => `${run(id, runId)}/recovery`,
     continueRun: (id, runId) => `${run(id, runId)}/continue`,
     keep: (id, runId) => `${run(id, runId)}/keep`,
     discard: (id, runId) => `${run(id, runId)}/discard`,
