@@ -25,9 +25,6 @@ from helix_django.models import Run, ToolExecution, ToolExecutionStatus
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform, aresolve_tool
 
-#: Seconds an admin request waits for a generation it started (its event loop ends with the request).
-RUN_WAIT_SECONDS = 300.0
-
 
 def _change_url(run: Run) -> str:
     return reverse("admin:helix_django_run_change", args=[run.pk])
@@ -45,7 +42,8 @@ def _context(modeladmin: Any, request: HttpRequest, **extra: Any) -> dict[str, A
 def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> bool:
     """Perform ``action`` on ``run``; log it; report to the user. Return whether it succeeded."""
     try:
-        result = async_to_sync(aperform)(action, run.pk, actor_id=request.user.pk, wait_seconds=RUN_WAIT_SECONDS)
+        # A generation started here runs on the executor's own loop; the request does not wait for it.
+        result = async_to_sync(aperform)(action, run.pk, actor_id=request.user.pk)
     except HelixError as exc:
         modeladmin.message_user(
             request,

@@ -25,7 +25,6 @@ from helix_django.recovery.partial import (
     current_row,
     drop_uncommitted_step,
     last_step_sequence,
-    text_chars,
 )
 from helix_django.signals import run_finished
 from helix_django.streams import get_stream_manager
@@ -165,9 +164,6 @@ async def acomplete_from_provider(run: Run, result: Any) -> Run:
     )
     ended = await sync_to_async(_fresh)(run.id)
     await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.COMPLETED)
-    telemetry.emit(
-        "run.finished", **telemetry.run_fields(ended), reason="provider_completed", partial_chars=text_chars(message)
-    )
     return ended
 
 
@@ -197,5 +193,4 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
         await aclose_stream(run, [{"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None)
     ended = await sync_to_async(_fresh)(run.id)
     await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.CANCELLED)
-    telemetry.emit("run.finished", **telemetry.run_fields(ended), reason="cancelled", outcome=provider_cancel_result)
     return ended

@@ -194,27 +194,38 @@ SCRIPTED = {
 }
 
 
+def wait_done(session_id: str) -> None:
+    from asgiref.sync import async_to_sync
+
+    from helix_django.runtime.executor import get_executor
+
+    latest = Run.objects.filter(session_id=session_id).order_by("-created_at").first()
+    assert async_to_sync(get_executor().wait)(latest.id, 10) == "completed"
+
+
 def test_regenerate_creates_a_second_attempt_and_keeps_the_first(staff_client, viewer_client, settings):
     settings.HELIX = SCRIPTED
     flight = interrupted("s-regen", text="An interrupted first try")
     assert viewer_client.post(action_url(flight.run_id, inv.REGENERATE)).status_code == 403
     staff_client.post(action_url(flight.run_id, inv.REGENERATE))
+    wait_done("s-regen")
     runs = list(Run.objects.filter(session_id="s-regen").order_by("created_at"))
     assert [(r.attempt, r.kind, r.status) for r in runs] == [(1, "send", "interrupted"), (2, "regenerate", "completed")]
     assert runs[0].recovery_action == "regenerate"
     assert Message.objects.get(session_id="s-regen", position=1).text == "A fresh complete answer."
     archived = Message.objects.get(session_id="s-regen", position__isnull=True)
     assert archived.text == "An interrupted first try"
-    assert history(flight.run_id) == [f"Recovery action: Regenerate -> started:completed (new generation {runs[1].id})"]
+    assert history(flight.run_id) == [f"Recovery action: Regenerate -> started (new generation {runs[1].id})"]
 
 
 def test_continue_starts_a_new_generation_from_the_partial(staff_client, settings):
     settings.HELIX = SCRIPTED
     flight = interrupted("s-continue", text="The first half, ")
     staff_client.post(action_url(flight.run_id, inv.CONTINUE))
+    wait_done("s-continue")
     runs = list(Run.objects.filter(session_id="s-continue").order_by("created_at"))
     assert [(r.attempt, r.kind, r.status) for r in runs] == [(1, "send", "interrupted"), (2, "continue", "completed")]
     row = Message.objects.get(session_id="s-continue", position=1)
     assert row.text.startswith("The first half, ") and row.text.endswith("A fresh complete answer.")
     assert row.ui_id == flight.run.response_message_id
-    assert history(flight.run_id)[0].startswith("Recovery action: Continue -> started:completed (new generation run_")
+    assert history(flight.run_id)[0].startswith("Recovery action: Continue -> started (new generation run_")
