@@ -369,6 +369,21 @@ def claim_lease(run_id: str, owner: str, seconds: int) -> bool:
     )
 
 
+def take_over_lease(run_id: str, from_owner: str, owner: str, seconds: int) -> bool:
+    """Move a live run's lease from ``from_owner`` to ``owner`` (compare-and-set); True if taken.
+
+    The hand-off of a run to a task worker: of several workers given the same run, only
+    the first takes it. False when the lease moved on (another worker, the relaunch scan)
+    or the run is no longer live.
+    """
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(pk=run_id, lease_owner=from_owner, status__in=LIVE_STATUSES).update(
+            lease_owner=owner, lease_expires_at=now + timedelta(seconds=seconds), last_event_at=now
+        )
+    )
+
+
 #: Run fields a recovery may set on a run in any status (never its status or fence).
 RECOVERY_FIELDS = frozenset(
     {"recovery_action", "is_continuation_valid", "provider_cancel_result", "cancel_requested_at", "interrupted_stage"}
@@ -577,6 +592,7 @@ acommit_terminal = sync_to_async(commit_terminal)
 aupdate_run = sync_to_async(update_run)
 arenew_lease = sync_to_async(renew_lease)
 aclaim_lease = sync_to_async(claim_lease)
+atake_over_lease = sync_to_async(take_over_lease)
 arecord_recovery = sync_to_async(record_recovery)
 atransition_run = sync_to_async(transition_run)
 aarchive_response = sync_to_async(archive_response)

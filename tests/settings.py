@@ -20,6 +20,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "channels",
+    "django_tasks",
+    "django_tasks_db",
     "helix_django",
 ]
 MIDDLEWARE = [
@@ -70,6 +72,8 @@ else:
         }
     }
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# Runs handed to task workers (HELIX["EXECUTOR"] = TasksExecutor) go through the database backend.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 ASGI_APPLICATION = "tests.asgi.application"
 STATIC_URL = "/static/"
 REDIS_URL = os.environ.get("HELIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")

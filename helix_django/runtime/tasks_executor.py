@@ -18,6 +18,7 @@ nothing runs it again on its own (000, "Recovery on app relaunch").
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -46,9 +47,6 @@ except ImportError:  # pragma: no cover - depends on the Django version
     from django_tasks import task
 
 logger = logging.getLogger(__name__)
-
-#: Queue the runs are enqueued on (run a worker for it: ``db_worker --queue-name helix``).
-QUEUE_NAME = "helix"
 
 
 def launch_data(launch: Launch, user: Any) -> dict[str, Any]:
@@ -83,7 +81,7 @@ class TasksExecutor(LocalExecutor):
         handle = await super()._launch(session, launch, user=user)
         loop = self._handoffs.pop(handle.run_id)
         try:
-            await execute_run.using(queue_name=QUEUE_NAME).aenqueue(handle.run_id, self.owner, launch_data(launch, user))
+            await execute_run.aenqueue(handle.run_id, self.owner, launch_data(launch, user))
         except Exception as exc:  # noqa: BLE001 - any enqueue failure ends the run, typed, on its stream
             logger.error("run %s could not be handed to a task worker: %s", handle.run_id, type(exc).__name__)
             await self.runner.call(loop._guard(loop._end_failed(exc)))
@@ -149,8 +147,6 @@ async def arun_handed_off(run_id: str, from_owner: str, data: dict[str, Any]) ->
         approved=approved,
         add_continue_instruction=bool(data.get("add_continue_instruction")),
     )
-    import asyncio
-
     loop.task = asyncio.current_task()  # type: ignore[assignment]
     status = await loop.run_forever()
     logger.info("run %s executed on %s: %s", run_id, owner, status)
