@@ -53,15 +53,69 @@ class RunAdmin(admin.ModelAdmin):
     ordering = ("-created_at",)
     change_form_template = "admin/helix_django/run/change_form.html"
     actions = tuple(_bulk(action) for action in BULK_ACTIONS)
+    #: Never shown: provider continuation state may be opaque or encrypted (000, "Reasoning state").
     exclude = ("continuation", "input_hash")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         return super().get_queryset(request).annotate(tool_count=Count("tool_executions"))
 
+    fieldsets = (
+        (
+            None,
+            {"fields": ("id", "session", "status", "kind", "attempt", "turn_message_id", "agent", "provider", "model")},
+        ),
+        (
+            _("Interruption and recovery"),
+            {
+                "fields": (
+                    "interrupted_stage",
+                    "partial_chars",
+                    "recovery_action",
+                    "is_continuation_valid",
+                    "provider_operation_id",
+                    "cancel_requested_at",
+                    "provider_cancel_result",
+                    "error_code",
+                    "error_category",
+                    "error_retryable",
+                    "error_message",
+                )
+            },
+        ),
+        (
+            _("Lease and timing"),
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "lease_owner",
+                    "lease_expires_at",
+                    "last_event_at",
+                    "created_at",
+                    "started_at",
+                    "finished_at",
+                ),
+            },
+        ),
+        (
+            _("Stream and conversation"),
+            {
+                "classes": ("collapse",),
+                "fields": ("request_key", "start_message_count", "start_sequence", "response_message_id", "step_count"),
+            },
+        ),
+    )
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Run._meta.fields if f.name not in self.exclude]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Runs change only through recovery actions (reconcile_run), never through the form.
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_reconcile_permission(self, request: HttpRequest, obj: Any = None) -> bool:

@@ -57,8 +57,8 @@ async def aread_run_chunks(run: Run, *, after: int | None = None) -> list[Stored
             return out
         for sequence, chunk in batch:
             owner = chunk.get(RUN_KEY)
-            if owner == run.id:
-                out.append((sequence, chunk))
+            if owner == run.id or (out and owner is None and chunk.get("type") == "error"):
+                out.append((sequence, chunk))  # a failed stream's error chunk follows the run's last chunk
             elif out and owner:
                 return out
         cursor = batch[-1][0]

@@ -99,7 +99,8 @@ def test_change_page_shows_partial_tools_checkpoints_timeline(staff_client):
     assert "issue:42" in body and "create_issue" in body and 'data-status="unknown"' in body
     assert "Resolve (blocks Continue and Regenerate)" in body
     assert body.count('class="helix-checkpoint"') == 2  # run_start, terminal
-    assert "text-delta" in body and "run_interrupted" in body
+    assert "text-delta" in body and "<td>error</td><td>1</td><td>run_interrupted</td>" in body
+    assert 'name="_save"' not in body  # read-only: runs change through recovery actions only
     assert 'data-action="regenerate"' in body and "outcome is unknown" in body
 
 
