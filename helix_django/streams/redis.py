@@ -104,7 +104,8 @@ class RedisStreamManager(BaseStreamManager):
 
     OPTIONS: ``CONNECTION_ALIAS`` (django-redis cache alias, default ``"default"``),
     ``KEY_PREFIX`` (default ``"helix:stream"``), ``stream_ttl`` (seconds),
-    ``SOCKET_TIMEOUT`` (seconds per command, default 5).
+    ``SOCKET_TIMEOUT`` (seconds per command, default 5), ``WRITE_RETRY_SECONDS`` (how long a
+    write is resent while Redis is unreachable, default 10; reads never wait).
     """
 
     supports_pubsub = True
@@ -188,6 +189,25 @@ class RedisStreamManager(BaseStreamManager):
         except (RedisError, OSError) as exc:
             raise raise_connection_error(exc, what) from exc
 
+    async def _write(self, what: str, fn: Callable[[_LoopState], Awaitable[T]]) -> T:
+        """Run a write script, resending it while Redis is unreachable, for ``WRITE_RETRY_SECONDS``.
+
+        Safe because every write is idempotent (batch ids; a re-claim by the same run and
+        epoch succeeds), so a run goes on across a short Redis restart. Raises
+        StreamConnectionError once the bound is spent.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(self.options.get("WRITE_RETRY_SECONDS", 10))
+        delay = 0.05
+        while True:
+            try:
+                return await self._call(what, fn)
+            except StreamConnectionError:
+                if loop.time() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
     # --- live wake-ups -------------------------------------------------------------------
 
     def _wake_all(self) -> None:
@@ -246,7 +266,7 @@ class RedisStreamManager(BaseStreamManager):
 
     async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
         args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, stream_id]
-        values = await self._call("claim", lambda s: s.scripts["claim"](keys=self.keys(stream_id), args=args))
+        values = await self._write("claim", lambda s: s.scripts["claim"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]
 
@@ -254,7 +274,7 @@ class RedisStreamManager(BaseStreamManager):
         if not chunks:
             return []
         args = [run_id, self.ttl_seconds, self.channel, stream_id, uuid.uuid4().hex, *(_dumps(c) for c in chunks)]
-        head = int(await self._call("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args)))
+        head = int(await self._write("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args)))
         self.notifier.notify(stream_id, local_only=True)
         return list(range(head - len(chunks) + 1, head + 1))
 
@@ -266,7 +286,7 @@ class RedisStreamManager(BaseStreamManager):
             error_chunk = _dumps({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
         args = [run_id, self.ttl_seconds, self.channel, stream_id, status, end_status]
         args += [_dumps(error) if error is not None else "", error_chunk, uuid.uuid4().hex]
-        values = await self._call(status, lambda s: s.scripts["status"](keys=self.keys(stream_id), args=args))
+        values = await self._write(status, lambda s: s.scripts["status"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]
 

@@ -114,7 +114,7 @@ async def test_a_batch_resent_after_a_lost_reply_is_stored_once():
 async def test_unreachable_redis_raises_a_typed_retryable_error_never_absent():
     dead = f"redis://127.0.0.1:{free_port()}/0"
     with override_settings(CACHES=caches("helix_dead", dead)):
-        manager = make("helix_dead")
+        manager = make("helix_dead", WRITE_RETRY_SECONDS=0)
         for call in (
             manager.get_info("s1"),
             manager.read_after("s1", 0),
@@ -160,7 +160,7 @@ async def test_redis_restart_with_aof_keeps_acknowledged_chunks_and_never_reuses
     server.start()
     try:
         with override_settings(CACHES=caches("helix_private", server.url)):
-            manager = make("helix_private")
+            manager = make("helix_private", WRITE_RETRY_SECONDS=0)
             await manager.claim_stream("s1", "run_a", epoch=1)
             assert await manager.append("s1", "run_a", [chunk(i) for i in range(1, 6)]) == [1, 2, 3, 4, 5]
             reader = await manager.create_resumable_reader("s1")
@@ -220,5 +220,28 @@ async def test_a_parked_reader_wakes_after_the_subscription_reconnects():
             assert (seq, item["delta"]) == (2, "c2 ")
             await writer.aclose()
             await follower.aclose()
+    finally:
+        server.cleanup()
+
+
+@pytest.mark.django_db
+async def test_a_write_during_a_short_restart_is_resent_and_stored_once():
+    server = RedisServer()
+    server.start()
+    try:
+        with override_settings(CACHES=caches("helix_private", server.url)):
+            manager = make("helix_private", WRITE_RETRY_SECONDS=15)
+            await manager.claim_stream("s1", "run_a", epoch=1)
+            assert await manager.append("s1", "run_a", [chunk(1)]) == [1]
+            server.stop()
+            pending = asyncio.ensure_future(manager.append("s1", "run_a", [chunk(2), chunk(3)]))
+            await asyncio.sleep(0.5)
+            assert not pending.done()
+            with pytest.raises(StreamConnectionError):
+                await manager.get_info("s1")  # reads never wait: typed at once
+            await asyncio.to_thread(server.start)
+            assert await asyncio.wait_for(pending, TIMEOUT) == [2, 3]
+            assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
+            await manager.aclose()
     finally:
         server.cleanup()
