@@ -1,6 +1,9 @@
 """URLs for the test suite."""
 
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("helix/api/", include("helix_django.urls")),
+]

@@ -1,3 +1,129 @@
-"""Fixtures of the transport tests: the live daphne server."""
+"""Fixtures of the transport tests: the live daphne server, users with tokens, an SSE reader."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+from httpx_sse import EventSource
 
 from tests.live import daphne_server, daphne_server_factory  # noqa: F401
+
+PREFIX = "/helix/api"
+REPLY = " ".join(f"word{i}" for i in range(60)) + "."
+
+
+def agent_settings(**options: Any) -> dict[str, Any]:
+    """HELIX overrides: the default agent on the scripted provider with ``options``."""
+    return {
+        "AGENTS": {
+            "default": {
+                "PROVIDER": {"BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider", "OPTIONS": options},
+                "MODEL": "scripted-1",
+                "SYSTEM_PROMPT": "You are a test.",
+                "TOOLS": [],
+                "MAX_STEPS": 4,
+            }
+        }
+    }
+
+
+@dataclasses.dataclass
+class Event:
+    """One SSE event as a client sees it."""
+
+    id: str | None
+    event: str
+    data: str
+
+    @property
+    def chunk(self) -> dict[str, Any] | None:
+        """The JSON chunk (None for ``[DONE]``)."""
+        return None if self.data == "[DONE]" else json.loads(self.data)
+
+
+@dataclasses.dataclass
+class SSEResult:
+    """A response read as SSE (or its JSON body for a non-stream answer)."""
+
+    status: int
+    headers: httpx.Headers
+    events: list[Event]
+    body: Any = None
+
+    @property
+    def chunks(self) -> list[dict[str, Any]]:
+        """Every chunk (without ``[DONE]``)."""
+        return [e.chunk for e in self.events if e.data != "[DONE]"]
+
+    @property
+    def done(self) -> bool:
+        """Whether the stream ended with ``[DONE]``."""
+        return bool(self.events) and self.events[-1].data == "[DONE]"
+
+    @property
+    def last_id(self) -> int | None:
+        """The last SSE id seen (the client's cursor)."""
+        ids = [int(e.id) for e in self.events if e.id]
+        return ids[-1] if ids else None
+
+    @property
+    def text(self) -> str:
+        """Concatenated text deltas."""
+        return "".join(c.get("delta", "") for c in self.chunks if c.get("type") == "text-delta")
+
+
+def read_sse(client: httpx.Client, method: str, url: str, *, stop_after: int | None = None, **kwargs: Any) -> SSEResult:
+    """Send a request and read its SSE body incrementally; stop after ``stop_after`` chunk events (a drop)."""
+    with client.stream(method, url, **kwargs) as response:
+        if "text/event-stream" not in response.headers.get("content-type", ""):
+            response.read()
+            body = response.json() if response.content else None
+            return SSEResult(response.status_code, response.headers, [], body)
+        events: list[Event] = []
+        count = 0
+        for sse in EventSource(response).iter_sse():
+            events.append(Event(sse.id or None, sse.event, sse.data))
+            if sse.data != "[DONE]" and sse.id:
+                count += 1
+            if stop_after is not None and count >= stop_after:
+                break
+        return SSEResult(response.status_code, response.headers, events)
+
+
+@pytest.fixture
+def users(transactional_db):
+    """Two users, ``a`` and ``b``, with DRF tokens: ``{"a": (user, headers), "b": ...}``."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    out = {}
+    for name in ("a", "b"):
+        user = get_user_model().objects.create_user(username=f"user-{name}", password="pw-not-secret")
+        token = Token.objects.create(user=user)
+        out[name] = (user, {"Authorization": f"Token {token.key}"})
+    return out
+
+
+def new_session_id() -> str:
+    """A client-minted chat id."""
+    return f"chat_{uuid.uuid4().hex[:16]}"
+
+
+def user_message(text: str, message_id: str | None = None) -> dict[str, Any]:
+    """A UIMessage from the user."""
+    return {"id": message_id or f"u_{uuid.uuid4().hex[:10]}", "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def send_body(session_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The body DefaultChatTransport sends."""
+    return {"id": session_id, "messages": messages, "trigger": "submit-message"}
+
+
+def chat_url(server, session_id: str) -> str:
+    """Absolute URL of a session's chat route."""
+    return server.url(f"{PREFIX}/sessions/{session_id}/chat")

@@ -1,0 +1,103 @@
+"""Render every error of the DRF endpoints as the one flat typed body (STYLE, "Errors"; 002, "Wire errors").
+
+:func:`helix_exception_handler` is installed by :class:`helix_django.api.views.HelixAPIView`
+through ``get_exception_handler()``, so the host's ``REST_FRAMEWORK`` stays untouched.
+A ``HelixError`` keeps its status and ``to_body()``; DRF's own exceptions map to typed
+equivalents; anything else is ``framework_internal_error`` (500) without its text.
+Validation errors name the offending fields, never their values.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+from helix_django.api.ownership import AuthenticationFailedError, NotAuthenticatedError, PermissionDeniedError
+from helix_django.errors import (
+    FrameworkInternalError,
+    HelixError,
+    RateLimitedError,
+    SessionNotFoundError,
+    ValidationError,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class MethodNotAllowedError(ValidationError):
+    """The endpoint does not serve this HTTP method (405)."""
+
+    code = "validation_method_not_allowed"
+    http_status = 405
+    default_message = "Method not allowed"
+
+
+class UnsupportedMediaTypeError(ValidationError):
+    """The request body's media type is not JSON (415)."""
+
+    code = "validation_unsupported_media_type"
+    http_status = 415
+    default_message = "Unsupported media type"
+
+
+class NotAcceptableError(ValidationError):
+    """No acceptable response format (406)."""
+
+    code = "validation_not_acceptable"
+    http_status = 406
+    default_message = "Not acceptable"
+
+
+def _fields(detail: Any) -> list[str]:
+    if isinstance(detail, dict):
+        return sorted(str(key) for key in detail)[:20]
+    return []
+
+
+def to_helix_error(exc: BaseException) -> HelixError:
+    """Return the typed error for any exception raised by a DRF endpoint."""
+    if isinstance(exc, HelixError):
+        return exc
+    if isinstance(exc, Http404 | exceptions.NotFound):
+        return SessionNotFoundError()
+    if isinstance(exc, exceptions.NotAuthenticated):
+        return NotAuthenticatedError()
+    if isinstance(exc, exceptions.AuthenticationFailed):
+        return AuthenticationFailedError()
+    if isinstance(exc, exceptions.PermissionDenied | DjangoPermissionDenied):
+        is_csrf = "CSRF" in str(getattr(exc, "detail", ""))
+        return PermissionDeniedError("CSRF check failed" if is_csrf else None, cause="csrf" if is_csrf else None)
+    if isinstance(exc, exceptions.Throttled):
+        return RateLimitedError(retryAfterSeconds=exc.wait)
+    if isinstance(exc, exceptions.MethodNotAllowed):
+        return MethodNotAllowedError()
+    if isinstance(exc, exceptions.UnsupportedMediaType):
+        return UnsupportedMediaTypeError()
+    if isinstance(exc, exceptions.NotAcceptable):
+        return NotAcceptableError()
+    if isinstance(exc, exceptions.ParseError):
+        return ValidationError("Malformed JSON body", cause="json")
+    if isinstance(exc, exceptions.ValidationError):
+        return ValidationError("Invalid request body", cause="body", fields=_fields(exc.detail))
+    logger.error("API request failed: %s", type(exc).__name__)
+    return FrameworkInternalError()
+
+
+def helix_exception_handler(exc: BaseException, context: dict[str, Any]) -> Response:
+    """DRF exception handler: the typed body and status of ``exc``.
+
+    A retryable 503 gets ``Retry-After: 1``; a 429 the throttle's wait.
+    """
+    error = to_helix_error(exc)
+    headers: dict[str, str] = {}
+    if error.status == 503 and error.is_retryable:
+        headers["Retry-After"] = "1"
+    wait = error.extra.get("retryAfterSeconds") if error.status == 429 else None
+    if wait:
+        headers["Retry-After"] = str(int(wait) + 1)
+    return Response(error.to_body(), status=error.status, headers=headers)

@@ -1,0 +1,129 @@
+"""Who owns a session, and the owner-scoped lookups every route uses (issue 4, "Ownership").
+
+A session belongs to a user or, where ``HELIX["ALLOW_ANONYMOUS"]`` is on, to the Django
+session (its key) that created it. Every route answers another owner's session exactly
+like an unknown one: ``SessionNotFoundError`` (404), never 403.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from helix_django.conf import helix_settings
+from helix_django.errors import HelixError, SessionNotFoundError
+from helix_django.models import ChatSession
+
+
+class NotAuthenticatedError(HelixError):
+    """No credentials, and anonymous chat is off (401)."""
+
+    code = "auth_not_authenticated"
+    http_status = 401
+    category = "auth"
+    default_message = "Authentication credentials were not provided"
+
+
+class AuthenticationFailedError(HelixError):
+    """Credentials were given but are invalid (401)."""
+
+    code = "auth_failed"
+    http_status = 401
+    category = "auth"
+    default_message = "Invalid credentials"
+
+
+class PermissionDeniedError(HelixError):
+    """The request is not allowed (403), e.g. a failed CSRF check."""
+
+    code = "auth_permission_denied"
+    http_status = 403
+    category = "auth"
+    default_message = "Permission denied"
+
+
+@dataclasses.dataclass(frozen=True)
+class Owner:
+    """The identity a request acts for: a user id, or an anonymous Django session key."""
+
+    user_id: int | None = None
+    """Primary key of the authenticated user (None for anonymous)."""
+    anonymous_key: str = ""
+    """Django session key of an anonymous visitor ('' for a user)."""
+
+    @property
+    def is_anonymous(self) -> bool:
+        """Whether the owner is an anonymous Django session."""
+        return self.user_id is None
+
+    def q(self) -> Q:
+        """Return the ChatSession filter selecting this owner's sessions."""
+        if self.user_id is not None:
+            return Q(owner_id=self.user_id)
+        return Q(owner__isnull=True, anonymous_key=self.anonymous_key) & ~Q(anonymous_key="")
+
+    def owns(self, session: ChatSession) -> bool:
+        """Whether ``session`` belongs to this owner."""
+        if self.user_id is not None:
+            return session.owner_id == self.user_id
+        return session.owner_id is None and bool(self.anonymous_key) and session.anonymous_key == self.anonymous_key
+
+
+def owner_for(user: Any, django_session: Any, *, create_anonymous: bool = False) -> Owner:
+    """Return the Owner of a request from its user and Django session.
+
+    An authenticated user owns by user id. Otherwise, with ``ALLOW_ANONYMOUS``, the
+    Django session key owns; ``create_anonymous`` saves a new Django session when there
+    is none yet (the caller must send its cookie). Raises NotAuthenticatedError.
+    """
+    if user is not None and getattr(user, "is_authenticated", False):
+        return Owner(user_id=user.pk)
+    if not helix_settings.ALLOW_ANONYMOUS or django_session is None:
+        raise NotAuthenticatedError()
+    key = django_session.session_key
+    if not key and create_anonymous:
+        django_session["helix_anonymous"] = True
+        django_session.save()
+        key = django_session.session_key
+    if not key:
+        raise NotAuthenticatedError()
+    return Owner(anonymous_key=key)
+
+
+def owned_sessions(owner: Owner) -> QuerySet[ChatSession]:
+    """Return the sessions of ``owner``, newest first."""
+    return ChatSession.objects.filter(owner.q())
+
+
+def get_owned_session(session_id: str, owner: Owner) -> ChatSession:
+    """Return the session if ``owner`` owns it; raise SessionNotFoundError (404) otherwise."""
+    session = ChatSession.objects.filter(pk=session_id).first()
+    if session is None or not owner.owns(session):
+        raise SessionNotFoundError()
+    return session
+
+
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def _no_response(request: Any) -> None:
+    return None
+
+
+def enforce_anonymous_csrf(request: Any) -> None:
+    """Enforce Django's CSRF check on an unsafe request identified only by its session cookie.
+
+    DRF's SessionAuthentication checks CSRF for logged-in users; an anonymous owner is
+    also a cookie identity, so it gets the same check. Raises PermissionDeniedError
+    (``cause: csrf``).
+    """
+    from rest_framework.authentication import CSRFCheck
+
+    if request.method not in UNSAFE_METHODS or not request.session.session_key:
+        return
+    check = CSRFCheck(_no_response)
+    check.process_request(request)
+    if check.process_view(request, None, (), {}):
+        raise PermissionDeniedError("CSRF check failed", cause="csrf")

@@ -1,0 +1,94 @@
+"""Serializers of the DRF endpoints (field names in camelCase, as the snapshot's)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from helix_django.ids import validate_session_id
+from helix_django.models import ChatSession, Run
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    """A session as listed and retrieved: ``{id, title, agent, currentRunId, createdAt, updatedAt}``."""
+
+    currentRunId = serializers.CharField(source="current_run_id", read_only=True, allow_null=True)  # noqa: N815
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)  # noqa: N815
+    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)  # noqa: N815
+
+    class Meta:
+        model = ChatSession
+        fields = ("id", "title", "agent", "currentRunId", "createdAt", "updatedAt")
+        read_only_fields = ("agent",)
+
+
+class SessionCreateSerializer(serializers.Serializer):
+    """Body of ``POST sessions/``: an optional client-minted ``id`` and a ``title``."""
+
+    id = serializers.CharField(required=False, max_length=128)
+    title = serializers.CharField(required=False, max_length=200, allow_blank=True, default="")
+
+    def validate_id(self, value: str) -> str:
+        """Accept 1-128 of ``[A-Za-z0-9_-]`` (never echoing the value)."""
+        try:
+            return validate_session_id(value)
+        except Exception as exc:
+            raise serializers.ValidationError("invalid") from exc
+
+
+class RunSerializer(serializers.ModelSerializer):
+    """A run: status, kind, attempt, timings and its scrubbed error."""
+
+    responseMessageId = serializers.CharField(source="response_message_id", read_only=True)  # noqa: N815
+    createdAt = serializers.DateTimeField(source="created_at", read_only=True)  # noqa: N815
+    startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)  # noqa: N815
+    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)  # noqa: N815
+    error = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Run
+        fields = (
+            "id",
+            "status",
+            "kind",
+            "attempt",
+            "responseMessageId",
+            "createdAt",
+            "startedAt",
+            "finishedAt",
+            "error",
+        )
+
+    def get_error(self, run: Run) -> dict[str, Any] | None:
+        """Return ``{code, category, retryable}`` of a failed run, else None."""
+        detail = run.error_detail()
+        return {k: detail[k] for k in ("code", "category", "retryable")} if detail else None
+
+
+class ToolResultSerializer(serializers.Serializer):
+    """One client-tool result or approval answer.
+
+    ``{toolCallId, output}`` (a result), ``{toolCallId, errorText}`` (a failed call) or
+    ``{toolCallId, approved, reason?}`` (an approval answer; ``approvalId`` optional).
+    """
+
+    toolCallId = serializers.CharField(max_length=200)  # noqa: N815
+    output = serializers.JSONField(required=False)
+    errorText = serializers.CharField(required=False, max_length=10_000, allow_blank=True)  # noqa: N815
+    approved = serializers.BooleanField(required=False)
+    approvalId = serializers.CharField(required=False, max_length=300)  # noqa: N815
+    reason = serializers.CharField(required=False, max_length=2_000, allow_blank=True)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Require exactly one of ``output``, ``errorText`` or ``approved``."""
+        given = [key for key in ("output", "errorText", "approved") if key in attrs]
+        if len(given) != 1:
+            raise serializers.ValidationError("exactly one of output, errorText or approved")
+        return attrs
+
+
+class ToolResultsSerializer(serializers.Serializer):
+    """Body of ``POST .../runs/<run_id>/tool-results``: ``{results: [ToolResult]}`` (1-100)."""
+
+    results = ToolResultSerializer(many=True, allow_empty=False, max_length=100)

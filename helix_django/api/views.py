@@ -1,0 +1,212 @@
+"""DRF endpoints: sessions, snapshot, runs, cancel, tool results (issue 4; 002, "Wire errors").
+
+Every view derives from :class:`HelixAPIView`: DRF Session and Token authentication,
+CSRF on unsafe methods (anonymous cookie owners included), the host's throttles under
+the scope ``helix``, and :func:`helix_django.api.errors.helix_exception_handler`. A
+session the caller does not own is 404 ``state_session_not_found`` everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from helix_django.api.errors import helix_exception_handler
+from helix_django.api.ownership import Owner, enforce_anonymous_csrf, get_owned_session, owned_sessions, owner_for
+from helix_django.api.serializers import (
+    RunSerializer,
+    SessionCreateSerializer,
+    SessionSerializer,
+    ToolResultsSerializer,
+)
+from helix_django.errors import AlreadyRunningError, HelixError, RunNotFoundError, SessionNotFoundError, TransportError
+from helix_django.ids import new_id
+from helix_django.models import ChatSession, Run
+from helix_django.snapshot import abuild_snapshot
+from helix_django.store import delete_session, get_or_create_session
+
+ERROR_BODY = inline_serializer(
+    "HelixErrorBody",
+    fields={
+        "error": serializers.CharField(),
+        "code": serializers.CharField(),
+        "retryable": serializers.BooleanField(required=False),
+        "cause": serializers.CharField(required=False),
+    },
+)
+ERRORS = {code: OpenApiResponse(ERROR_BODY) for code in (400, 401, 403, 404, 409, 429, 503)}
+
+
+class SnapshotUnavailableError(TransportError):
+    """An unexpected snapshot failure, rendered without its text (002: ``Snapshot unavailable``)."""
+
+    default_message = "Snapshot unavailable"
+    retryable = False
+
+    def to_body(self) -> dict[str, Any]:
+        """Return ``{error: 'Snapshot unavailable', code: 'transport_error'}``."""
+        return {"error": self.message, "code": self.code}
+
+
+def _executor() -> Any:
+    from helix_django.transport.chat import get_executor
+
+    return get_executor()
+
+
+class HelixAPIView(APIView):
+    """Base of every helix endpoint (see the module docstring)."""
+
+    authentication_classes = [SessionAuthentication, TokenAuthentication]
+    permission_classes = [AllowAny]
+    throttle_scope = "helix"
+    schema = AutoSchema()
+
+    def get_exception_handler(self) -> Any:
+        """Return the helix exception handler (the host's REST_FRAMEWORK is left alone)."""
+        return helix_exception_handler
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        """Authenticate, then enforce CSRF for anonymous cookie owners on unsafe methods."""
+        super().initial(request, *args, **kwargs)
+        if not request.user.is_authenticated:
+            enforce_anonymous_csrf(request._request)
+
+    def owner(self, *, create: bool = False) -> Owner:
+        """Return the caller's Owner (raises NotAuthenticatedError)."""
+        return owner_for(self.request.user, getattr(self.request._request, "session", None), create_anonymous=create)
+
+    def session(self, session_id: str) -> ChatSession:
+        """Return the caller's session ``session_id`` or raise SessionNotFoundError (404)."""
+        return get_owned_session(session_id, self.owner())
+
+
+class SessionListView(HelixAPIView):
+    """``GET sessions/``: the caller's sessions (newest first, at most 100); ``POST``: create one."""
+
+    @extend_schema(responses={200: SessionSerializer(many=True), **ERRORS})
+    def get(self, request: Request) -> Response:
+        sessions = owned_sessions(self.owner()).order_by("-updated_at")[:100]
+        return Response(SessionSerializer(sessions, many=True).data)
+
+    @extend_schema(
+        request=SessionCreateSerializer, responses={200: SessionSerializer, 201: SessionSerializer, **ERRORS}
+    )
+    def post(self, request: Request) -> Response:
+        body = SessionCreateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        owner = self.owner(create=True)
+        session, created = get_or_create_session(
+            body.validated_data.get("id") or new_id("chat"), owner_id=owner.user_id, anonymous_key=owner.anonymous_key
+        )
+        if not owner.owns(session):
+            raise SessionNotFoundError()
+        if created and body.validated_data.get("title"):
+            ChatSession.objects.filter(pk=session.pk).update(title=body.validated_data["title"])
+            session.refresh_from_db()
+        return Response(SessionSerializer(session).data, status=201 if created else 200)
+
+
+class SessionDetailView(HelixAPIView):
+    """``GET sessions/<id>/``: one session; ``DELETE``: delete it (409 while a run is live)."""
+
+    @extend_schema(responses={200: SessionSerializer, **ERRORS})
+    def get(self, request: Request, session_id: str) -> Response:
+        return Response(SessionSerializer(self.session(session_id)).data)
+
+    @extend_schema(responses={204: None, **ERRORS})
+    def delete(self, request: Request, session_id: str) -> Response:
+        session = self.session(session_id)
+        if session.current_run_id and Run.objects.filter(pk=session.current_run_id).first().is_live:
+            raise AlreadyRunningError()
+        delete_session(session.pk)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SnapshotView(HelixAPIView):
+    """``GET sessions/<id>/snapshot``: the FrontendSnapshot (002, "Snapshots").
+
+    200 snapshot; 404 ``state_session_not_found``; a HelixError keeps its status and code
+    (503 retryable ``state_history_incomplete``, 409 ``corrupt_row``); anything else is
+    ``{error: 'Snapshot unavailable', code: 'transport_error'}`` (503), its text never echoed.
+    """
+
+    @extend_schema(responses={200: OpenApiResponse(description="FrontendSnapshot"), **ERRORS})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = self.session(session_id)
+        try:
+            snapshot = async_to_sync(abuild_snapshot)(session.pk)
+        except HelixError:
+            raise
+        except Exception as exc:
+            raise SnapshotUnavailableError() from exc
+        if snapshot is None:
+            raise SessionNotFoundError()
+        return Response(snapshot)
+
+
+class RunListView(HelixAPIView):
+    """``GET sessions/<id>/runs/``: the session's runs, newest first (at most 100)."""
+
+    @extend_schema(responses={200: RunSerializer(many=True), **ERRORS})
+    def get(self, request: Request, session_id: str) -> Response:
+        session = self.session(session_id)
+        runs = Run.objects.filter(session=session).order_by("-created_at")[:100]
+        return Response(RunSerializer(runs, many=True).data)
+
+
+def _run_of(session: ChatSession, run_id: str) -> Run:
+    run = Run.objects.filter(pk=run_id, session=session).first()
+    if run is None:
+        raise RunNotFoundError()
+    return run
+
+
+class RunCancelView(HelixAPIView):
+    """``POST sessions/<id>/runs/<run_id>/cancel``: stop a run (a client abort is only a disconnect)."""
+
+    @extend_schema(request=None, responses={200: RunSerializer, **ERRORS})
+    def post(self, request: Request, session_id: str, run_id: str) -> Response:
+        session = self.session(session_id)
+        _run_of(session, run_id)
+        run = async_to_sync(_executor().cancel)(session=session, run_id=run_id)
+        return Response(RunSerializer(run).data)
+
+
+class ToolResultsView(HelixAPIView):
+    """``POST sessions/<id>/runs/<run_id>/tool-results``: submit client-tool results and approvals.
+
+    200 ``{runId, continued, responseMessageId?, fromSequence?}``: ``continued`` is false
+    while the batch is partial (the run waits for the rest). 409 ``state_run_superseded``
+    for a late submit; 400 ``validation_error`` for an invalid result.
+    """
+
+    @extend_schema(
+        request=ToolResultsSerializer, responses={200: OpenApiResponse(description="Submit accepted"), **ERRORS}
+    )
+    def post(self, request: Request, session_id: str, run_id: str) -> Response:
+        session = self.session(session_id)
+        _run_of(session, run_id)
+        body = ToolResultsSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        results = [dict(item) for item in body.validated_data["results"]]
+        handle = async_to_sync(_executor().submit_tool_results)(session=session, run_id=run_id, results=results)
+        if handle is None:
+            return Response({"runId": run_id, "continued": False})
+        return Response(
+            {
+                "runId": handle.run_id,
+                "continued": True,
+                "responseMessageId": handle.response_message_id,
+                "fromSequence": handle.from_sequence,
+            }
+        )

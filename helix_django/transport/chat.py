@@ -1,0 +1,168 @@
+"""The chat route: ``POST`` sends and ``GET`` resumes over the AI SDK UI message stream (issue 4; 002).
+
+Mounted at ``<prefix>sessions/<session_id>/chat`` by :mod:`helix_django.transport.routing`.
+A request whose trailing message is a new user message (or a tool-result continuation,
+a regenerate, an edit, or any keyed send) calls ``executor.execute()`` and streams only
+the new run's chunks, read from the stream head captured before ``execute()``; anything
+else is a resume (:mod:`helix_django.transport.resume`). Refusals are typed JSON
+(``HelixError.to_body()``) with their status; once streaming, a failure is one ``error``
+chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
+and the run goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from helix_django.api.ownership import get_owned_session
+from helix_django.conf import helix_settings
+from helix_django.errors import HelixError, SessionNotFoundError, ValidationError
+from helix_django.models import ChatSession, Message, Run
+from helix_django.store import aget_or_create_session, delete_session
+from helix_django.streams import get_stream_manager
+from helix_django.transport.auth import Identity, aauthenticate
+from helix_django.transport.chat_request import ChatRequest, parse_chat_request
+from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
+from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
+from helix_django.transport.replay import ResponseFilter, tool_call_ids
+from helix_django.transport.resume import plan_resume
+from helix_django.transport.sse import UI_STREAM_HEADERS, log_unexpected, send_empty, send_error
+
+logger = logging.getLogger(__name__)
+
+
+def get_executor() -> Any:
+    """Return the runtime's configured executor (``HELIX["EXECUTOR"]``)."""
+    from helix_django.runtime.executor import get_executor as runtime_get_executor
+
+    return runtime_get_executor()
+
+
+async def _session_for_send(request: ChatRequest, identity: Identity) -> tuple[ChatSession, bool]:
+    owner = identity.owner
+    session, created = await aget_or_create_session(
+        request.session_id, owner_id=owner.user_id, anonymous_key=owner.anonymous_key
+    )
+    if not owner.owns(session):
+        raise SessionNotFoundError()
+    return session, created
+
+
+async def _is_send(request: ChatRequest, session: ChatSession) -> bool:
+    last = request.messages[-1]
+    if last["role"] == "system":
+        raise ValidationError("The last message must be a user or assistant message", cause="messages")
+    if request.trigger == "regenerate-message" or request.message_id or request.request_key:
+        return True
+    if last["role"] == "assistant":
+        return True
+    committed = await Message.objects.filter(session=session, ui_id=last["id"], position__isnull=False).aexists()
+    return not committed
+
+
+def _discard_if_empty(session_id: str) -> None:
+    if (
+        not Run.objects.filter(session_id=session_id).exists()
+        and not Message.objects.filter(session_id=session_id).exists()
+    ):
+        delete_session(session_id)
+
+
+async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession, created: bool) -> ResponsePlan:
+    """Execute the send and plan its stream from the head read before ``execute()``.
+
+    A keyed duplicate streams the original run from its start. Raises the executor's
+    typed errors (409 ``state_already_running``, ``state_request_key_conflict``, ...);
+    a session this request created is removed again when nothing was written to it.
+    """
+    manager = get_stream_manager()
+    info = await manager.get_info(session.stream_id)
+    head = info.head_sequence if info else 0
+    execute = get_executor().execute(
+        session=session,
+        messages=request.messages,
+        request_key=request.request_key,
+        trigger=request.trigger,
+        message_id=request.message_id,
+        user=identity.user,
+    )
+    try:
+        handle = await asyncio.shield(asyncio.ensure_future(execute))
+    except HelixError:
+        if created:
+            await sync_to_async(_discard_if_empty)(session.id)
+        raise
+    if handle.is_pending_batch:
+        return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)
+    run = await Run.objects.aget(pk=handle.run_id)
+    from_sequence = handle.from_sequence if handle.is_duplicate else head
+    last = request.messages[-1]
+    response_filter = ResponseFilter(
+        run_id=run.id, owned_tool_call_ids=tool_call_ids(last) if last["role"] == "assistant" else ()
+    )
+    # The stream was claimed before execute() returned; the reader ends at the stream's
+    # terminal, the filter at the run's own end (or follows a run that superseded it).
+    live = await manager.get_info(session.stream_id)
+    return await read_plan(
+        manager, session.stream_id, run=run, from_sequence=from_sequence, response_filter=response_filter, live=live
+    )
+
+
+async def plan_chat(request: ChatRequest, identity: Identity) -> ResponsePlan:
+    """Decide between a send and a resume and plan the response (before any header is sent)."""
+    if request.has_messages:
+        session, created = await _session_for_send(request, identity)
+        if await _is_send(request, session):
+            return await plan_send(request, identity, session, created)
+    else:
+        session = await sync_to_async(get_owned_session)(request.session_id, identity.owner)
+    return await plan_resume(request, session)
+
+
+class ChatConsumer:
+    """ASGI app of the chat route (HTTP only). Use ``ChatConsumer.as_asgi()`` in a URLRouter."""
+
+    @classmethod
+    def as_asgi(cls) -> ChatConsumer:
+        """Return an ASGI application instance (Channels' naming)."""
+        return cls()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Serve one request; see the module docstring."""
+        if scope["type"] != "http":
+            raise ValueError("The chat route serves HTTP only")
+        identity: Identity | None = None
+        try:
+            if scope["method"] not in ("GET", "POST"):
+                raise MethodNotAllowedError()
+            body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
+            identity = await aauthenticate(scope, body, create_anonymous=scope["method"] == "POST")
+            request = parse_chat_request(scope, scope["url_route"]["kwargs"]["session_id"], body)
+            disconnected, plan = await run_until_disconnect(receive, plan_chat(request, identity))
+        except ClientDisconnected:
+            return
+        except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
+            log_unexpected("chat route", exc)
+            headers = [(b"allow", b"GET, POST")] if isinstance(exc, MethodNotAllowedError) else []
+            await send_error(send, exc, headers=headers + (identity.set_cookies if identity else []))
+            return
+        if disconnected:
+            return
+        cookies = identity.set_cookies
+        if plan.status == 204:
+            await send_empty(send, 204, headers=cookies)
+            return
+        response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
+        await response.run(200, UI_STREAM_HEADERS + cookies, plan_frames(plan))
+
+
+class MethodNotAllowedError(ValidationError):
+    """The route does not serve this HTTP method (405)."""
+
+    code = "validation_method_not_allowed"
+    http_status = 405
+    default_message = "Method not allowed"

@@ -1,0 +1,67 @@
+"""Stream wire frames of the raw stream route and the WebSocket (002, "createResumableStreamHandler frames").
+
+- chunk: ``{"type": "chunk", "sequence": N, "chunk": {...}}`` (SSE: ``id: N``);
+- terminal, from the stream's own status when the reader ends:
+  ``ended`` -> ``{"type": "end", "status": <end status, "completed" by default>}``,
+  ``paused`` -> ``{"type": "end", "status": "paused"}``,
+  ``failed`` -> ``{"type": "fail", "error", "errorDetail"?, "recoverable": false}``;
+- a reader that ends while the stream is still active (or gone), or whose read failed:
+  ``{"type": "fail", "error", "errorDetail": {"code": "transport_stream_drop", ...}, "recoverable": true}``.
+
+Chunks are sent without the reserved ``_run``/``_attempt``/``_step`` keys; internal
+``helix-*`` chunks and the stored ``error`` chunk (carried by ``fail``) are not sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from helix_django.errors import HelixError, StreamDropError
+from helix_django.protocol import to_ui_chunk
+from helix_django.streams.base import ENDED, FAILED, PAUSED, ResumableReader, StreamInfo
+
+
+def chunk_frame(sequence: int, chunk: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the chunk frame of a stored chunk, or None when it is not sent."""
+    if chunk.get("type") == "error":
+        return None
+    ui = to_ui_chunk(chunk)
+    if ui is None:
+        return None
+    return {"type": "chunk", "sequence": sequence, "chunk": ui}
+
+
+def terminal_frame(info: StreamInfo | None, *, error: HelixError | None = None) -> dict[str, Any]:
+    """Return the terminal frame for a reader that ended with the stream at ``info``."""
+    if error is None and info is not None:
+        if info.status == ENDED:
+            return {"type": "end", "status": info.end_status or "completed"}
+        if info.status == PAUSED:
+            return {"type": "end", "status": "paused"}
+        if info.status == FAILED:
+            body = info.error or {}
+            frame: dict[str, Any] = {"type": "fail", "error": body.get("error", "stream_failed"), "recoverable": False}
+            if body.get("code"):
+                frame["errorDetail"] = {k: body[k] for k in ("code", "retryable", "cause") if k in body}
+            return frame
+    drop = error or StreamDropError(cause="reader_ended")
+    detail = {"code": StreamDropError.code, "retryable": True}
+    if error is not None and error.code != StreamDropError.code:
+        detail["cause"] = error.code
+    return {"type": "fail", "error": drop.message, "errorDetail": detail, "recoverable": True}
+
+
+async def stream_frames(reader: ResumableReader) -> AsyncIterator[dict[str, Any]]:
+    """Yield the chunk frames of ``reader`` and then exactly one terminal frame."""
+    try:
+        async for sequence, chunk in reader:
+            frame = chunk_frame(sequence, chunk)
+            if frame is not None:
+                yield frame
+    except HelixError as exc:
+        yield terminal_frame(None, error=exc)
+        return
+    finally:
+        await reader.close()
+    yield terminal_frame(reader.last_info)

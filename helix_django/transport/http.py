@@ -1,0 +1,170 @@
+"""Raw ASGI HTTP plumbing: headers, the bounded body read, and a streamed SSE response.
+
+:class:`StreamedResponse` writes frames from a producer while it watches ``receive()``
+for ``http.disconnect``: a client that goes away cancels only its own producer (the
+run is never touched, issue 4), and an idle stream gets a ``: keep-alive`` comment
+every ``HEARTBEAT_SECONDS`` so proxies keep the connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from helix_django.errors import PayloadTooLargeError, ValidationError
+from helix_django.transport.sse import KEEP_ALIVE, STREAM_OPEN, Send, log_unexpected
+
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class ClientDisconnected(Exception):  # noqa: N818 - a control-flow signal, not an error
+    """The client went away before the request was complete."""
+
+
+def header(scope: dict[str, Any], name: str) -> str | None:
+    """Return the first value of header ``name`` (lower case) or None.
+
+    Raises ValidationError (``cause: header``) for a value that is not Latin-1 text.
+    """
+    key = name.encode("latin-1")
+    for raw_name, raw_value in scope.get("headers", ()):
+        if raw_name.lower() == key:
+            try:
+                return raw_value.decode("latin-1").strip()
+            except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes every byte
+                raise ValidationError("Invalid header", cause="header") from exc
+    return None
+
+
+def query_param(scope: dict[str, Any], name: str) -> str | None:
+    """Return the first value of query parameter ``name`` or None."""
+    raw = scope.get("query_string", b"").decode("latin-1")
+    values = parse_qs(raw, keep_blank_values=True).get(name)
+    return values[0] if values else None
+
+
+async def read_body(scope: dict[str, Any], receive: Receive, *, max_bytes: int) -> bytes:
+    """Read the whole request body, refusing more than ``max_bytes``.
+
+    A ``Content-Length`` over the limit is refused before reading (413
+    ``validation_payload_too_large``, ``cause: request_body``, ``limitBytes``, ``sizeBytes``);
+    a chunked body is refused as soon as it passes the limit. Raises ValidationError for
+    a malformed ``Content-Length`` and ClientDisconnected when the client leaves.
+    """
+    declared = header(scope, "content-length")
+    if declared is not None:
+        if not declared.isdigit() or len(declared) > 18:
+            raise ValidationError("Invalid Content-Length header", cause="content_length")
+        if int(declared) > max_bytes:
+            raise _too_large(max_bytes, int(declared))
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected()
+        body = message.get("body", b"")
+        size += len(body)
+        if size > max_bytes:
+            raise _too_large(max_bytes, size)
+        chunks.append(body)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _too_large(limit: int, size: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(cause="request_body", retryable=False, limitBytes=limit, sizeBytes=size)
+
+
+async def wait_for_disconnect(receive: Receive) -> None:
+    """Return once the client disconnected (the body must have been read already)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def run_until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[bool, Any]:
+    """Run ``work`` until it finishes or the client disconnects; return ``(disconnected, result)``.
+
+    A disconnect cancels ``work`` (callers shield what must not be cancelled, such as
+    ``execute()``). Exceptions of ``work`` propagate.
+    """
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(wait_for_disconnect(receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    finally:
+        watcher.cancel()
+    if task.done():
+        return False, task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return True, None
+
+
+class StreamedResponse:
+    """An SSE response fed by an async iterator of frames (bytes)."""
+
+    def __init__(self, send: Send, receive: Receive, *, heartbeat_seconds: float) -> None:
+        self.send = send
+        self.receive = receive
+        self.heartbeat_seconds = heartbeat_seconds
+        self.disconnected = False
+        """Set once the client went away (its producer was cancelled)."""
+
+    async def run(self, status: int, headers: list[tuple[bytes, bytes]], frames: AsyncIterator[bytes]) -> None:
+        """Send the headers, then every frame as it comes, heartbeats on idle, until the end or a disconnect."""
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": STREAM_OPEN, "more_body": True})
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=256)
+        producer = asyncio.ensure_future(self._produce(frames, queue))
+        watcher = asyncio.ensure_future(wait_for_disconnect(self.receive))
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait(
+                    {getter, watcher}, timeout=self.heartbeat_seconds, return_when=asyncio.FIRST_COMPLETED
+                )
+                if watcher in done:
+                    getter.cancel()
+                    self.disconnected = True
+                    return
+                if getter not in done:
+                    getter.cancel()
+                    await self.send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
+                    continue
+                item = getter.result()
+                if item is None:
+                    break
+                await self.send({"type": "http.response.body", "body": item, "more_body": True})
+            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            watcher.cancel()
+            if not producer.done():
+                producer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await producer
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+
+    @staticmethod
+    async def _produce(frames: AsyncIterator[bytes], queue: asyncio.Queue[bytes | None]) -> None:
+        try:
+            async for item in frames:
+                await queue.put(item)
+        except Exception as exc:  # the frame source renders its own errors; this is a last resort
+            log_unexpected("stream producer", exc)
+        finally:
+            aclose = getattr(frames, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()
+        await queue.put(None)

@@ -1,0 +1,129 @@
+"""A planned chat-route response and the SSE frames it produces.
+
+A :class:`ResponsePlan` is decided before any header is sent (so refusals keep their
+status): ``204`` (nothing to resume) or ``200`` with a replayed prefix, a backlog read
+from the stream, and optionally a live reader for the rest. :func:`plan_frames` turns
+it into SSE frames through a :class:`~helix_django.transport.replay.ResponseFilter`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+from helix_django.errors import HelixError, StreamDropError
+from helix_django.models import Run, RunStatus
+from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, ResumableReader, StoredChunk, StreamInfo
+from helix_django.transport.replay import DONE, ERROR, ResponseFilter
+from helix_django.transport.sse import DONE as DONE_FRAME
+from helix_django.transport.sse import error_frame, frame
+
+
+@dataclasses.dataclass
+class ResponsePlan:
+    """What one chat-route response sends."""
+
+    status: int = 200
+    """``200`` (a stream) or ``204`` (nothing to resume)."""
+    prefix: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Chunks sent first, without ``id:`` (the replayed prefix)."""
+    backlog: list[StoredChunk] = dataclasses.field(default_factory=list)
+    """Stored chunks already read, sent with their sequence as ``id:``."""
+    reader: ResumableReader | None = None
+    """Live reader continuing after the backlog (None: the run is over)."""
+    filter: ResponseFilter | None = None
+    run: Run | None = None
+    """The run served; decides the terminal when the stream has none."""
+    is_empty: bool = False
+    """An empty ``200`` stream (a partial client-tool batch was stored; the run waits)."""
+
+    @classmethod
+    def nothing(cls) -> ResponsePlan:
+        """Return the ``204`` plan."""
+        return cls(status=204)
+
+
+async def read_plan(
+    manager: BaseStreamManager,
+    stream_id: str,
+    *,
+    run: Run,
+    from_sequence: int,
+    response_filter: ResponseFilter,
+    live: StreamInfo | None,
+    prefix: list[dict[str, Any]] | None = None,
+) -> ResponsePlan:
+    """Read the run's chunks (for the filter's prescan), keep those after ``from_sequence``.
+
+    With ``live`` (the stream's info, claimed by the run) a reader continues after the
+    last chunk read. Raises StreamConnectionError when the stream cannot be read.
+    """
+    chunks = await manager.read_all(stream_id, after=min(run.start_sequence, from_sequence))
+    response_filter.prescan(chunks)
+    backlog = [(seq, chunk) for seq, chunk in chunks if seq > from_sequence]
+    reader = None
+    if live is not None:
+        last = max(from_sequence, chunks[-1][0] if chunks else from_sequence)
+        reader = ResumableReader(manager, stream_id, from_sequence=last, wait_for_live=False, info=live)
+    return ResponsePlan(prefix=list(prefix or []), backlog=backlog, reader=reader, filter=response_filter, run=run)
+
+
+def _chunk_frames(response_filter: ResponseFilter, sequence: int, chunk: dict[str, Any]) -> list[bytes]:
+    out = []
+    for ui in response_filter.accept(sequence, chunk):
+        out.append(frame(ui, sequence=sequence, event="error" if ui.get("type") == "error" else None))
+    return out
+
+
+def _final_error(run: Run | None) -> dict[str, Any]:
+    if run is not None and not run.is_live and run.status != RunStatus.COMPLETED:
+        detail = run.error_detail() or {}
+        return {
+            "error": detail.get("message") or "The generation did not finish",
+            "code": detail.get("code") or f"run_{run.status}",
+            "retryable": bool(detail.get("retryable")),
+        }
+    return StreamDropError(cause="reader_ended").to_body()
+
+
+async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
+    """Yield the SSE frames of ``plan``: prefix, backlog, live tail, then the terminal.
+
+    ``[DONE]`` only after a real terminal; a failed stream ends with its ``error`` chunk;
+    a read failure or a reader that ends without a terminal ends with one ``error``
+    chunk carrying a typed, retryable body (a drop, never a clean finish).
+    """
+    if plan.is_empty:
+        return
+    response_filter = plan.filter or ResponseFilter(run_id=None)
+    for chunk in plan.prefix:
+        yield frame(chunk)
+    reader = plan.reader
+    try:
+        for sequence, chunk in plan.backlog:
+            for item in _chunk_frames(response_filter, sequence, chunk):
+                yield item
+            if response_filter.terminal:
+                break
+        if reader is not None and not response_filter.terminal:
+            async for sequence, chunk in reader:
+                for item in _chunk_frames(response_filter, sequence, chunk):
+                    yield item
+                if response_filter.terminal:
+                    break
+    except HelixError as exc:
+        yield error_frame(exc.to_body())
+        return
+    finally:
+        if reader is not None:
+            await reader.close()
+    if response_filter.terminal == DONE:
+        yield DONE_FRAME
+    elif response_filter.terminal != ERROR:
+        info = reader.last_info if reader is not None else None
+        finished_cleanly = plan.run is not None and plan.run.status == RunStatus.COMPLETED and reader is None
+        if finished_cleanly or (info is not None and info.status in (ENDED, PAUSED)):
+            yield DONE_FRAME
+        else:
+            yield error_frame(_final_error(plan.run))

@@ -1,0 +1,196 @@
+"""Plan a resume of the chat route (002, "How handleChatStream resumes", "The run-start window", C-1).
+
+- No run: ``204``.
+- Replay prefix (``X-Helix-Replay-Prefix: 1`` + ``X-Existing-Message-Id``): the
+  message's committed parts from one snapshot, then the tail after that snapshot's cursor
+  (never below the run's start); an id the snapshot does not hold (unless it is the live
+  run's own uncommitted response) is 409 ``state_not_resumable`` / ``resume_message_unknown``.
+- No cursor: a live run is replayed from its start (beginning with ``start {messageId}``);
+  a run that continues an earlier message is replayed as that message's committed prefix
+  plus the tail, so a client that resets the message on ``start`` rebuilds all of it. A
+  finished run: ``204``.
+- A cursor: clamped to the live run's start; the chunks after it. A finished run: the
+  rest of its last run and its terminal when the cursor is inside that run, else ``204``;
+  a failed stream is 409 ``stream_failed``.
+- The run-start window: wait until the run claims the stream, bounded by
+  ``LIVE_WAIT_TIMEOUT_MS``, then 503 ``transport_stream_drop`` / ``run_not_live``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from helix_django.conf import helix_settings
+from helix_django.errors import NotResumableError, SessionNotFoundError, StreamDropError, StreamFailedError
+from helix_django.models import ChatSession, Message, Run
+from helix_django.snapshot import abuild_snapshot
+from helix_django.streams import get_stream_manager
+from helix_django.streams.base import ACTIVE, FAILED, BaseStreamManager, StreamInfo
+from helix_django.transport.chat_request import ChatRequest
+from helix_django.transport.plan import ResponsePlan, read_plan
+from helix_django.transport.prefix import prefix_chunks
+from helix_django.transport.replay import ResponseFilter, tool_call_ids, tool_names_of
+
+#: Run kinds whose response message existed before the run (it continues that message).
+CONTINUATION_KINDS = frozenset({"tool_result", "continue"})
+_MAX_REPLANS = 3
+
+
+class StreamFailedResponse(StreamFailedError):
+    """409 ``stream_failed`` with the reference's body (002, "Wire errors", chat resume)."""
+
+    def __init__(self, *, session_id: str, stream_id: str, error: dict[str, Any] | None) -> None:
+        super().__init__("stream_failed")
+        self.session_id, self.stream_id, self.error_body = session_id, stream_id, error or {}
+
+    def to_body(self) -> dict[str, Any]:
+        """Return ``{error: 'stream_failed', code, retryable, sessionId, streamId, message, errorDetail?}``."""
+        body: dict[str, Any] = {
+            "error": "stream_failed",
+            "code": self.error_body.get("code") or "stream_failed",
+            "retryable": bool(self.error_body.get("retryable", False)),
+            "sessionId": self.session_id,
+            "streamId": self.stream_id,
+            "message": "The stream failed",
+        }
+        if self.error_body.get("code"):
+            body["errorDetail"] = {
+                k: self.error_body[k] for k in ("code", "retryable", "cause") if k in self.error_body
+            }
+        return body
+
+
+async def _current_run(session_id: str) -> tuple[ChatSession, Run | None]:
+    session = await ChatSession.objects.filter(pk=session_id).afirst()
+    if session is None:
+        raise SessionNotFoundError()
+    run = await Run.objects.filter(pk=session.current_run_id).afirst() if session.current_run_id else None
+    return session, run
+
+
+async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run) -> StreamInfo | None:
+    """Wait until ``run`` holds the stream's claim; return the stream info, or None if the run ended.
+
+    Event-driven: parks on the manager's wake-ups; the only timer is ``LIVE_WAIT_TIMEOUT_MS``,
+    after which StreamDropError (``cause: run_not_live``, 503, ``Retry-After: 1``) is raised.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + helix_settings.LIVE_WAIT_TIMEOUT_MS / 1000
+    while True:
+        waiter = manager.subscribe(stream_id)
+        try:
+            info = await manager.get_info(stream_id)
+            if info is not None and info.run_id == run.id:
+                return info
+            fresh = await Run.objects.filter(pk=run.id).afirst()
+            if fresh is None or not fresh.is_live:
+                return None
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise StreamDropError("The run did not go live in time", cause="run_not_live")
+            await waiter.wait(remaining)
+        finally:
+            waiter.cancel()
+
+
+async def _committed_message(session_id: str, message_id: str) -> dict[str, Any] | None:
+    row = await Message.objects.filter(session_id=session_id, ui_id=message_id, position__isnull=False).afirst()
+    return row.to_ui_message() if row else None
+
+
+async def _session_tool_names(session_id: str) -> dict[str, str]:
+    rows = [m.to_ui_message() async for m in Message.objects.filter(session_id=session_id, position__isnull=False)]
+    return tool_names_of(rows)
+
+
+async def plan_prefix(request: ChatRequest, session: ChatSession, run: Run | None, message_id: str) -> ResponsePlan:
+    """Plan a C-1 replay: ``message_id``'s committed parts, then the tail after the same snapshot's cursor.
+
+    Raises NotResumableError (``resume_message_unknown``), HistoryIncompleteError (the
+    prefix read failed: 503 retryable / 409) or StreamDropError (``run_not_live``).
+    """
+    snapshot = await abuild_snapshot(session.id)
+    if snapshot is None:
+        raise SessionNotFoundError()
+    message = next((m for m in snapshot["messages"] if m.get("id") == message_id), None)
+    is_live_response = run is not None and run.is_live and run.response_message_id == message_id
+    if message is None and not is_live_response:
+        raise NotResumableError(cause="resume_message_unknown")
+    prefix = prefix_chunks(message, message_id)
+    if run is None or run.response_message_id != message_id:
+        return ResponsePlan(prefix=prefix, run=run, filter=ResponseFilter(run_id=None))
+    manager = get_stream_manager()
+    live = await wait_until_live(manager, session.stream_id, run) if run.is_live else None
+    tail_from = max(snapshot["streamSequence"], run.start_sequence)
+    response_filter = ResponseFilter(
+        run_id=run.id,
+        owned_tool_call_ids=tool_call_ids(message),
+        dedupe_start_for=message_id,
+        tool_names=await _session_tool_names(session.id),
+    )
+    return await read_plan(
+        manager,
+        session.stream_id,
+        run=run,
+        from_sequence=tail_from,
+        response_filter=response_filter,
+        live=live,
+        prefix=prefix,
+    )
+
+
+async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 0) -> ResponsePlan:
+    """Plan the response to a resume (see the module docstring)."""
+    session, run = await _current_run(session.id)
+    if request.replay_prefix and request.existing_message_id:
+        return await plan_prefix(request, session, run, request.existing_message_id)
+    if run is None:
+        return ResponsePlan.nothing()
+    manager = get_stream_manager()
+    stream_id = session.stream_id
+    if run.is_live:
+        if request.cursor is None and run.kind in CONTINUATION_KINDS:
+            return await plan_prefix(request, session, run, run.response_message_id)
+        live = await wait_until_live(manager, stream_id, run)
+        if live is None:  # the run ended while we waited: decide again from what it left
+            if _depth >= _MAX_REPLANS:
+                raise StreamDropError(cause="run_not_live")
+            return await plan_resume(request, session, _depth + 1)
+        cursor = run.start_sequence if request.cursor is None else max(request.cursor, run.start_sequence)
+        if live.status != ACTIVE and cursor >= live.head_sequence:
+            return ResponsePlan.nothing()
+        return await read_plan(
+            manager,
+            stream_id,
+            run=run,
+            from_sequence=cursor,
+            live=live,
+            response_filter=await _resume_filter(request, session, run, cursor if request.cursor is not None else None),
+        )
+    if request.cursor is None:
+        return ResponsePlan.nothing()
+    info = await manager.get_info(stream_id)
+    if info is None or info.run_id != run.id or not run.start_sequence <= request.cursor < info.head_sequence:
+        return ResponsePlan.nothing()
+    if info.status == FAILED:
+        raise StreamFailedResponse(session_id=session.id, stream_id=stream_id, error=info.error)
+    return await read_plan(
+        manager,
+        stream_id,
+        run=run,
+        from_sequence=request.cursor,
+        live=None,
+        response_filter=await _resume_filter(request, session, run, request.cursor),
+    )
+
+
+async def _resume_filter(request: ChatRequest, session: ChatSession, run: Run, cursor: int | None) -> ResponseFilter:
+    """The filter of a resume without prefix: the client holds the message it resumes into."""
+    owned: list[str] = []
+    if cursor is not None:
+        held = await _committed_message(session.id, request.existing_message_id or run.response_message_id)
+        owned = tool_call_ids(held)
+    return ResponseFilter(
+        run_id=run.id, owned_tool_call_ids=owned, cursor=cursor, tool_names=await _session_tool_names(session.id)
+    )

@@ -1,0 +1,117 @@
+"""SSE framing and the raw ASGI response helpers of the chat and stream routes.
+
+Frames (002, "Wire errors", "createResumableStreamHandler frames"; aisdk-protocol §2):
+
+- a UI chunk: ``id: <sequence>\\ndata: <json>\\n\\n`` (no ``id:`` for a chunk the route
+  synthesised, such as the replayed prefix);
+- an error chunk: ``event: error`` + ``data: {"type": "error", "errorText": <typed JSON body>}``;
+- the terminator ``data: [DONE]``, only after a real terminal;
+- heartbeats: the comment ``: keep-alive`` (first ``: stream-open``).
+
+Every frame is sent as its own ``http.response.body`` message, which daphne writes to
+the socket at once (no buffering).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from helix_django.errors import HelixError, as_helix_error
+
+logger = logging.getLogger(__name__)
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+#: The UI message stream response headers (``UI_MESSAGE_STREAM_HEADERS`` of the AI SDK).
+UI_STREAM_HEADERS: list[tuple[bytes, bytes]] = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"connection", b"keep-alive"),
+    (b"x-vercel-ai-ui-message-stream", b"v1"),
+    (b"x-accel-buffering", b"no"),
+]
+#: Headers of the raw stream route (no UI message stream marker).
+RAW_STREAM_HEADERS: list[tuple[bytes, bytes]] = [
+    h for h in UI_STREAM_HEADERS if h[0] != b"x-vercel-ai-ui-message-stream"
+]
+
+STREAM_OPEN = b": stream-open\n\n"
+KEEP_ALIVE = b": keep-alive\n\n"
+DONE = b"data: [DONE]\n\n"
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON (UTF-8 kept as is)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def frame(data: Any, *, sequence: int | None = None, event: str | None = None) -> bytes:
+    """Return one SSE event holding ``data`` as JSON, with ``id: sequence`` when given."""
+    lines = []
+    if event:
+        lines.append(f"event: {event}")
+    if sequence is not None:
+        lines.append(f"id: {sequence}")
+    lines.append(f"data: {dumps(data)}")
+    return ("\n".join(lines) + "\n\n").encode("utf-8")
+
+
+def error_chunk(body: dict[str, Any]) -> dict[str, Any]:
+    """Return the UI ``error`` chunk whose ``errorText`` is the typed JSON body (issue 4)."""
+    return {"type": "error", "errorText": dumps(body)}
+
+
+def error_frame(body: dict[str, Any], *, sequence: int | None = None) -> bytes:
+    """Return the SSE frame of an ``error`` chunk carrying ``body``."""
+    return frame(error_chunk(body), sequence=sequence, event="error")
+
+
+async def send_json(
+    send: Send,
+    status: int,
+    body: Any,
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    """Send a complete JSON response."""
+    payload = dumps(body).encode("utf-8")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"cache-control", b"no-store"),
+                *(headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+async def send_error(send: Send, exc: BaseException, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Send the typed error response of ``exc`` (an untyped error becomes ``framework_internal_error``).
+
+    A retryable 503 carries ``Retry-After: 1`` (002, "The run-start window").
+    """
+    error = as_helix_error(exc)
+    extra = list(headers or [])
+    if error.status == 503 and error.is_retryable:
+        extra.append((b"retry-after", b"1"))
+    await send_json(send, error.status, error.to_body(), headers=extra)
+
+
+async def send_empty(send: Send, status: int = 204, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Send a response without a body (``204``: nothing to resume)."""
+    await send({"type": "http.response.start", "status": status, "headers": list(headers or [])})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def log_unexpected(where: str, exc: BaseException) -> None:
+    """Log an untyped failure by type only (never its text: it may hold prompt or tool data)."""
+    if not isinstance(exc, HelixError):
+        logger.error("%s failed: %s", where, type(exc).__name__)

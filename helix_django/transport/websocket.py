@@ -1,0 +1,171 @@
+"""WebSocket access to a session's stream (issue 4; DESIGN, "Chat route").
+
+Route ``ws/<prefix>sessions/<session_id>/`` (wrapped in ``AuthMiddlewareStack`` and the
+allowed-hosts origin check by :mod:`helix_django.transport.routing`). Client messages
+(JSON objects):
+
+- ``{"type": "resume", "from_sequence": N}``: stream the session stream's chunks with
+  sequence > N, then one terminal frame (a new ``resume`` replaces the running one);
+- ``{"type": "send", "messages": [UIMessage], "request_key"?, "trigger"?, "messageId"?}``:
+  execute a send (as the chat route does); answers ``{"type": "run", "runId",
+  "responseMessageId", "fromSequence", "isDuplicate"}`` and streams the run from there;
+- ``{"type": "cancel", "run_id"?}``: cancel the run (default: the current one); answers
+  ``{"type": "cancelled", "runId", "status"}``.
+
+Server frames: ``{"type": "chunk", "sequence", "chunk"}``, ``{"type": "end", "status"}``,
+``{"type": "fail", "error", "errorDetail"?, "recoverable"}`` (see
+:mod:`helix_django.transport.frames`) and typed errors ``{"type": "error", ...body}``.
+A session the caller does not own (or that does not exist) gets the 404 error frame and
+the close code ``4404`` (``4000 + http_status``), like any refusal at connect time.
+A disconnect stops this socket's reader, never the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from helix_django.api.ownership import get_owned_session, owner_for
+from helix_django.errors import HelixError, ValidationError, as_helix_error
+from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
+from helix_django.models import ChatSession
+from helix_django.streams import get_stream_manager
+from helix_django.streams.base import ResumableReader
+from helix_django.transport.chat_request import parse_body
+from helix_django.transport.frames import stream_frames
+from helix_django.transport.sse import log_unexpected
+
+
+class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
+    """One socket subscribed to one owned session's stream (see the module docstring)."""
+
+    session: ChatSession | None = None
+    reader_task: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        """Accept the socket; refuse (typed frame, close 4000 + status) an unknown or foreign session."""
+        await self.accept()
+        try:
+            session_id = validate_session_id(self.scope["url_route"]["kwargs"]["session_id"])
+            self.owner = owner_for(self.scope.get("user"), self.scope.get("session"))
+            self.session = await sync_to_async(get_owned_session)(session_id, self.owner)
+        except Exception as exc:
+            await self.refuse(exc)
+
+    async def refuse(self, exc: BaseException) -> None:
+        """Send the typed error frame of ``exc`` and close with ``4000 + status``."""
+        log_unexpected("websocket", exc)
+        error = as_helix_error(exc)
+        await self.send_json({"type": "error", **error.to_body()})
+        await self.close(code=4000 + error.status)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """Decode one JSON message; malformed input answers a typed ``validation_error`` frame."""
+        if self.session is None:
+            return
+        try:
+            content = json.loads(text_data or "")
+        except ValueError:
+            await self.send_error(ValidationError("Malformed JSON message", cause="json"))
+            return
+        await self.receive_json(content)
+
+    async def send_error(self, exc: BaseException) -> None:
+        """Send a typed error frame, keeping the socket open."""
+        log_unexpected("websocket", exc)
+        await self.send_json({"type": "error", **as_helix_error(exc).to_body()})
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Dispatch ``resume``, ``send`` and ``cancel`` messages."""
+        try:
+            if not isinstance(content, dict):
+                raise ValidationError("A message must be a JSON object", cause="message")
+            kind = content.get("type")
+            if kind == "resume":
+                self.start_reader(parse_cursor(content.get("from_sequence")) or 0)
+            elif kind == "send":
+                await self.handle_send(content)
+            elif kind == "cancel":
+                await self.handle_cancel(content)
+            else:
+                raise ValidationError("Unknown message type", cause="message_type")
+        except HelixError as exc:
+            await self.send_error(exc)
+        except Exception as exc:  # typed, without its text
+            await self.send_error(exc)
+
+    async def handle_send(self, content: dict[str, Any]) -> None:
+        """Execute a send and stream its run."""
+        from helix_django.transport.chat import get_executor
+
+        body = {k: content[k] for k in ("messages", "message", "trigger", "messageId") if k in content}
+        messages, trigger, message_id, _ = parse_body(json.dumps(body).encode())
+        key = content.get("request_key")
+        handle = await asyncio.shield(
+            asyncio.ensure_future(
+                get_executor().execute(
+                    session=self.session,
+                    messages=messages,
+                    request_key=validate_request_key(key) if key else None,
+                    trigger=trigger,
+                    message_id=message_id,
+                    user=self.scope.get("user") if self.owner.user_id else None,
+                )
+            )
+        )
+        await self.send_json(
+            {
+                "type": "run",
+                "runId": handle.run_id,
+                "responseMessageId": handle.response_message_id,
+                "fromSequence": handle.from_sequence,
+                "isDuplicate": handle.is_duplicate,
+            }
+        )
+        self.start_reader(handle.from_sequence)
+
+    async def handle_cancel(self, content: dict[str, Any]) -> None:
+        """Cancel the given (or current) run of the session."""
+        from helix_django.transport.chat import get_executor
+
+        session = await ChatSession.objects.aget(pk=self.session.pk)
+        run_id = content.get("run_id") or session.current_run_id
+        if not isinstance(run_id, str) or not run_id:
+            raise ValidationError("No run to cancel", cause="run_id")
+        run = await get_executor().cancel(session=session, run_id=run_id)
+        await self.send_json({"type": "cancelled", "runId": run.id, "status": run.status})
+
+    def start_reader(self, from_sequence: int) -> None:
+        """(Re)start streaming the session stream from ``from_sequence`` (exclusive)."""
+        if self.reader_task is not None:
+            self.reader_task.cancel()
+        self.reader_task = asyncio.ensure_future(self._stream(from_sequence))
+
+    async def _stream(self, from_sequence: int) -> None:
+        manager = get_stream_manager()
+        try:
+            info = await manager.get_info(self.session.stream_id)
+            if info is None:
+                await self.send_json({"type": "error", "error": "Stream not found", "code": "stream_not_found"})
+                return
+            reader = ResumableReader(
+                manager, self.session.stream_id, from_sequence=from_sequence, wait_for_live=False, info=info
+            )
+            async for frame in stream_frames(reader):
+                await self.send_json(frame)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self.send_error(exc)
+
+    async def disconnect(self, code: int) -> None:
+        """Stop this socket's reader (the run goes on)."""
+        if self.reader_task is not None:
+            self.reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.reader_task
