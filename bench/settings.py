@@ -3,10 +3,12 @@
 SQLite lives in its own temporary directory (WAL, ``synchronous=NORMAL``, IMMEDIATE
 transactions: the embedded default). With ``HELIX_BENCH_DATABASE_URL`` (a PostgreSQL
 URL) a second alias ``postgres`` is configured for the database stream manager on
-PostgreSQL. ``HELIX_BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/14``) is the
+PostgreSQL. ``HELIX_BENCH_OVERRIDES`` (JSON) is merged over ``HELIX`` (the e2e
+section's daphne server). ``HELIX_BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/14``) is the
 Redis the Redis rows use.
 """
 
+import json
 import os
 import tempfile
 
@@ -24,6 +26,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "rest_framework",
+    "rest_framework.authtoken",
     "channels",
     "helix_django",
 ]
@@ -61,4 +64,11 @@ CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 ASGI_APPLICATION = "bench.asgi.application"
 STATIC_URL = "/static/"
 HELIX = {"ALLOW_ANONYMOUS": True}
-LOGGING = {"version": 1, "disable_existing_loggers": False, "root": {"level": "WARNING"}}
+# A daphne server started by a section gets its HELIX overrides (agents, pace) as JSON.
+HELIX.update(json.loads(os.environ.get("HELIX_BENCH_OVERRIDES") or "{}"))
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("HELIX_BENCH_LOG_LEVEL", "WARNING")},
+}

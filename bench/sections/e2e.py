@@ -1,0 +1,164 @@
+"""Section 3: end to end through daphne's SSE chat route (issue 8).
+
+A daphne subprocess serves ``bench.asgi`` on loopback with the bench SQLite file; the
+default agent is the scripted provider at pace 0 with an ``e2e_chunks``-token reply.
+Per repeat, ``SENDS`` chat POSTs (each a new session, DRF token auth) are read as SSE
+with httpx: time to first byte (the first chunk frame) and chunk frames/s to ``[DONE]``.
+Baselines in the same repeat: the HTTP floor (GET of a bare ASGI ping on the same
+server and client) for the time to first byte, the provider alone for throughput.
+Target: time to first byte added by persistence and transport (chat TTFB - floor)
+< 5 ms median.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import time
+import uuid
+
+from bench.config import Sizes
+from bench.harness import Row, Stat, not_available, paired_ratio
+from bench.sections.runtime import helix_setting, provider_alone, reply_text
+
+NAME = "e2e"
+SENDS = 5
+PINGS = 20
+TARGET_ADDED_MS = 5.0
+WARM_UP_TIMEOUT_SECONDS = 20
+
+
+def missing() -> str:
+    """Return why the chat route cannot be measured, or '' when it can."""
+    from bench.sections.runtime import missing as runtime_missing
+
+    reason = runtime_missing()
+    if reason:
+        return reason
+    for module in ("helix_django.transport.routing", "helix_django.transport.chat", "tests.live"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} has not landed"
+    return ""
+
+
+def token_headers() -> dict[str, str]:
+    """Create a bench user with a DRF token; return the Authorization header."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    user, _created = get_user_model().objects.get_or_create(username="bench")
+    token, _created = Token.objects.get_or_create(user=user)
+    return {"Authorization": f"Token {token.key}"}
+
+
+def start_server(helix: dict):
+    """Start daphne on ``bench.asgi`` with ``helix`` merged over HELIX; return the LiveServer."""
+    from django.conf import settings
+
+    from tests.live import LiveServer
+
+    env = {"HELIX_BENCH_DIR": settings.BENCH_DIR, "HELIX_BENCH_OVERRIDES": json.dumps(helix)}
+    server = LiveServer(asgi_app="bench.asgi:application", settings_module="bench.settings", env=env)
+    return server.start()
+
+
+async def send(client, server, headers: dict[str, str]) -> tuple[float, float, int]:
+    """POST one chat message and read the SSE body; return (ttfb ms, total s, chunk frames)."""
+    from httpx_sse import EventSource
+
+    session_id = f"bench_e2e_{uuid.uuid4().hex[:12]}"
+    message = {"id": f"u_{uuid.uuid4().hex[:8]}", "role": "user", "parts": [{"type": "text", "text": "bench"}]}
+    body = {"id": session_id, "messages": [message], "trigger": "submit-message"}
+    url = server.url(f"/helix/api/sessions/{session_id}/chat")
+    started = time.perf_counter()
+    first, frames, done = 0.0, 0, False
+    async with client.stream("POST", url, json=body, headers=headers) as response:
+        assert response.status_code == 200, response.status_code
+        async for event in EventSource(response).aiter_sse():
+            if event.data == "[DONE]":
+                done = True
+                break
+            if event.id:
+                frames += 1
+                if frames == 1:
+                    first = (time.perf_counter() - started) * 1000
+    assert done, "the SSE body ended without [DONE]"
+    return first, time.perf_counter() - started, frames
+
+
+async def ping(client, server) -> float:
+    """GET the bare ping; return ms to the first body byte."""
+    started = time.perf_counter()
+    async with client.stream("GET", server.url("/bench/ping")) as response:
+        async for _part in response.aiter_bytes():
+            break
+    return (time.perf_counter() - started) * 1000
+
+
+async def run(sizes: Sizes) -> list[Row]:
+    """Return time-to-first-byte and throughput rows through daphne."""
+    reason = missing()
+    if reason:
+        return [not_available(NAME, "chat route through daphne (SSE)", reason)]
+    import httpx
+    from asgiref.sync import sync_to_async
+
+    options = {"TEXT": reply_text(sizes.e2e_chunks), "PACE_TPS": 0}
+    headers = await sync_to_async(token_headers)()
+    server = await sync_to_async(start_server)(helix_setting(options))
+    ttfb, floor, rates, provider_rates, overheads = [], [], [], [], []
+    try:
+        async with httpx.AsyncClient(timeout=WARM_UP_TIMEOUT_SECONDS) as client:
+            try:
+                await send(client, server, headers)  # warm-up: imports and connections in the server
+            except (httpx.HTTPError, AssertionError) as exc:
+                return [
+                    not_available(NAME, "chat route through daphne (SSE)", f"the chat route did not stream ({exc!r})")
+                ]
+            for _ in range(sizes.repeats):
+                floor.append(statistics.median([await ping(client, server) for _ in range(PINGS)]))
+                sends = [await send(client, server, headers) for _ in range(SENDS)]
+                provider_seconds, deltas = await provider_alone(options)
+                ttfb.append(statistics.median(s[0] for s in sends))
+                seconds = statistics.median(s[1] for s in sends)
+                frames = statistics.median(s[2] for s in sends)
+                rates.append(frames / seconds)
+                provider_rates.append(deltas / provider_seconds)
+                overheads.append((seconds - provider_seconds) / deltas * 1e6)
+    finally:
+        server.stop()
+    added = Stat.of([t - f for t, f in zip(ttfb, floor, strict=True)], "ms")
+    name = f"{sizes.e2e_chunks:,}-token reply"
+    return [
+        Row(
+            NAME,
+            "chat POST: time to first chunk frame",
+            value=Stat.of(ttfb, "ms"),
+            baseline_name="bare ASGI ping",
+            baseline=Stat.of(floor, "ms"),
+            ratio=paired_ratio(ttfb, floor),
+        ),
+        Row(
+            NAME,
+            "chat POST: TTFB added by persistence + transport",
+            value=added,
+            target=f"< {TARGET_ADDED_MS:.0f} ms",
+            holds=added.median < TARGET_ADDED_MS,
+            note="chat TTFB minus the HTTP floor of the same server and client",
+        ),
+        Row(
+            NAME,
+            f"{name}: SSE chunk frames/s to [DONE]",
+            value=Stat.of(rates, "chunks/s"),
+            baseline_name="provider alone, deltas/s",
+            baseline=Stat.of(provider_rates, "deltas/s"),
+            ratio=paired_ratio(rates, provider_rates),
+        ),
+        Row(
+            NAME,
+            f"{name}: overhead per delta over the provider alone",
+            value=Stat.of(overheads, "us"),
+            note="daphne, auth, run-start commit, executor, stream manager, SSE framing, httpx parsing",
+        ),
+    ]
