@@ -100,6 +100,11 @@ async def _check_status(run: Run) -> tuple[str, str]:
 
 
 async def _cancel(run: Run) -> tuple[str, str]:
+    if run.is_live:
+        # The executor stops a run it executes here, or ends one executed elsewhere.
+        session = await ChatSession.objects.aget(pk=run.session_id)
+        ended = await _executor().cancel(session=session, run_id=run.id)
+        return ("cancelled" if ended.status == RunStatus.CANCELLED else "changed_meanwhile"), ""
     await store.arecord_recovery(run.id, cancel_requested_at=timezone.now())
     answer = await acancel_operation(run)
     partial = await arebuild_partial(run) if run.is_live else None

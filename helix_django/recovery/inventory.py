@@ -56,6 +56,15 @@ def lease_expired_q(now: datetime | None = None) -> Q:
     return Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, last_event_at__lt=quiet)
 
 
+def is_lease_expired(run: Run, now: datetime | None = None) -> bool:
+    """Whether ``run``'s lease expired (the same rule as :func:`lease_expired_q`)."""
+    now = now or timezone.now()
+    if run.lease_expires_at is not None:
+        return run.lease_expires_at < now
+    quiet = now - timedelta(seconds=helix_settings.LEASE_SECONDS)
+    return run.last_event_at is not None and run.last_event_at < quiet
+
+
 def stuck_q(now: datetime | None = None) -> Q:
     """Return a filter for stuck runs: non-terminal with an expired lease or no event for ``STUCK_AFTER_SECONDS``."""
     now = now or timezone.now()
@@ -126,6 +135,8 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
         put(CHECK_STATUS, _("This provider cannot be asked about an operation's state."))
     elif status in (RunStatus.COMPLETED, RunStatus.SUPERSEDED):
         put(CHECK_STATUS, _("The generation already ended."))
+    elif status in SCANNED_STATUSES and not is_lease_expired(run):
+        put(CHECK_STATUS, _("The generation is still running (its process renews its lease)."))
     else:
         put(CHECK_STATUS)
     put(MARK_INTERRUPTED, "" if live else _("Only a running or stuck generation can be marked interrupted."))

@@ -229,3 +229,17 @@ def test_continue_starts_a_new_generation_from_the_partial(staff_client, setting
     assert row.text.startswith("The first half, ") and row.text.endswith("A fresh complete answer.")
     assert row.ui_id == flight.run.response_message_id
     assert history(flight.run_id)[0].startswith("Recovery action: Continue -> started (new generation run_")
+
+
+def test_live_run_check_status_refused_and_cancel_goes_through_the_executor(staff_client, settings):
+    settings.HELIX = durable_agents()
+    flight = InFlight("s-live-cancel", operation_id="scrop_live")
+    flight.stream_text("Still streaming")
+    offers = inv.inventory(flight.run)
+    assert offers[inv.CHECK_STATUS].reason == "The generation is still running (its process renews its lease)."
+    staff_client.post(action_url(flight.run_id, inv.CANCEL))
+    run = flight.run
+    assert run.status == "cancelled" and run.cancel_requested_at is not None
+    assert run.provider_cancel_result == "unknown"  # the provider has no such operation
+    assert Message.objects.get(session_id="s-live-cancel", position=1).text == "Still streaming"
+    assert history(flight.run_id) == ["Recovery action: Cancel -> cancelled"]
