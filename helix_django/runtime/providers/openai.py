@@ -106,14 +106,17 @@ class OpenAIProvider(BaseProvider):
 
     @property
     def supports_retrieve(self) -> bool:  # type: ignore[override]
+        """True in background mode."""
         return self.is_background
 
     @property
     def supports_cancel(self) -> bool:  # type: ignore[override]
+        """True in background mode."""
         return self.is_background
 
     @property
     def supports_stream_from(self) -> bool:  # type: ignore[override]
+        """True in background mode."""
         return self.is_background
 
     @property
@@ -129,6 +132,7 @@ class OpenAIProvider(BaseProvider):
         return self._client
 
     async def aclose(self) -> None:
+        """Close the SDK client (its HTTP connection pool)."""
         if self._client is not None:
             await self._client.close()
             self._client = None

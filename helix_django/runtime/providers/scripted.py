@@ -113,14 +113,17 @@ class ScriptedProvider(BaseProvider):
 
     @property
     def supports_retrieve(self) -> bool:  # type: ignore[override]
+        """True with DURABLE."""
         return bool(self.options.get("DURABLE"))
 
     @property
     def supports_cancel(self) -> bool:  # type: ignore[override]
+        """True with DURABLE."""
         return bool(self.options.get("DURABLE"))
 
     @property
     def supports_stream_from(self) -> bool:  # type: ignore[override]
+        """True with DURABLE."""
         return bool(self.options.get("DURABLE"))
 
     # --- the script ------------------------------------------------------------------------
