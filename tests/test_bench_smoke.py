@@ -1,0 +1,56 @@
+"""The benchmark command still runs (docs/performance.md); the benchmark itself is not a test.
+
+Runs ``python -m bench --tiny`` (every section at minimal sizes) in a subprocess with its
+own temporary SQLite file, and checks the JSON it writes: every section reports rows,
+each measured row carries a median within its min..max, and a section whose code or
+server is missing says why instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = {"append", "resume", "snapshot", "runtime", "e2e", "live"}
+
+
+@pytest.mark.timeout(300)
+def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_path):
+    output = tmp_path / "results.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_BENCH_", "DJANGO_SETTINGS_MODULE"))}
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--tiny", "--output", str(output)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "median" in done.stdout and "baseline (median)" in done.stdout
+    data = json.loads(output.read_text())
+    assert data["config"]["preset"] == "tiny"
+    assert data["machine"]["nproc"] >= 1
+    rows = data["rows"]
+    assert {row["section"] for row in rows} == SECTIONS
+    assert not [row for row in rows if row["name"] == "section crashed"]
+    measured = [row for row in rows if row["available"]]
+    assert {row["section"] for row in measured} >= {"append", "resume", "snapshot", "live"}
+    for row in measured:
+        value = row["value"]
+        assert value["min"] <= value["median"] <= value["max"], row["name"]
+        assert len(value["samples"]) >= 1
+        if row["baseline"] is not None:
+            assert row["ratio"] is not None or row["section"] == "live", row["name"]
+    for row in rows:
+        if not row["available"]:
+            assert row["note"].startswith("not available: "), row
+    sqlite_append = next(r for r in measured if r["name"].startswith("database/sqlite") and r["section"] == "append")
+    assert sqlite_append["baseline_name"] == "sqlite3 executemany"
+    assert sqlite_append["holds"] in (True, False)
