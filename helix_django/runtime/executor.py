@@ -180,7 +180,8 @@ class LocalExecutor(RestartsMixin):
         info = await manager.get_info(session.stream_id)
         request.stream_sequence = info.head_sequence if info else 0
         request.agent, request.provider, request.model = agent.name, agent.provider.name, agent.model
-        request.lease_owner, request.lease_seconds = self.owner, helix_settings.LEASE_SECONDS
+        owner = self._new_lease_owner()
+        request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
         result = await store.astart_run(request)
         run = result.run
         entry = self._entries[run.id] = Entry()
@@ -205,7 +206,7 @@ class LocalExecutor(RestartsMixin):
                 writer=writer,
                 acc=acc,
                 context=context,
-                owner=self.owner,
+                owner=owner,
                 user=user,
                 approved=launch.approved,
                 add_continue_instruction=launch.add_continue_instruction,
@@ -222,7 +223,7 @@ class LocalExecutor(RestartsMixin):
             entry.done.set_result(RunStatus.FAILED)
             await self._abort_start(run, exc)
             raise
-        self._start_task(entry, loop)
+        await self._dispatch(entry, loop)
         entry.claimed.set_result(True)
         await run_started.asend(sender=Run, run=run)
         return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence)
@@ -239,6 +240,14 @@ class LocalExecutor(RestartsMixin):
             )
         except HelixError:
             logger.info("run %s was superseded before it started", run.id)
+
+    def _new_lease_owner(self) -> str:
+        """Return the lease owner recorded by a run-start commit (this process)."""
+        return self.owner
+
+    async def _dispatch(self, entry: Entry, loop: RunLoop) -> None:
+        """Hand the opened run to whatever executes it: here, a task on the runner loop."""
+        self._start_task(entry, loop)
 
     def _start_task(self, entry: Entry, loop: RunLoop) -> None:
         async def drive() -> None:
