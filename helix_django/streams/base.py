@@ -13,6 +13,7 @@ import abc
 import asyncio
 import dataclasses
 import logging
+import math
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -253,8 +254,10 @@ class ResumableReader:
 class StreamWriter:
     """Buffers one run's chunks and appends them in batches (DESIGN: one write per flush).
 
-    ``write()`` never blocks; a flush happens after ``flush_interval_ms`` or once
-    ``max_chunks`` are pending, and on :meth:`flush`. An error from a background flush
+    ``write()`` never blocks. The first chunk written after ``flush_interval_ms`` without
+    a flush is flushed at once (leading edge); otherwise a flush happens after
+    ``flush_interval_ms`` or once ``max_chunks`` are pending, and on :meth:`flush`.
+    Chunks written while a flush is in flight are stored right after it, as one batch. An error from a background flush
     (StreamFenceError, StreamConnectionError) is raised by the next ``write``/``flush``.
     """
 
@@ -282,6 +285,7 @@ class StreamWriter:
         self._flushing: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
         self._error: BaseException | None = None
+        self._flushed_at = -math.inf
 
     def write(self, chunk: Chunk) -> None:
         """Queue ``chunk`` for the next batch."""
@@ -294,10 +298,17 @@ class StreamWriter:
             pending[-1] = {**pending[-1], "delta": pending[-1]["delta"] + chunk["delta"]}
             return
         pending.append(chunk)
-        if len(self._pending) >= self.max_chunks:
+        if len(pending) >= self.max_chunks:
             self._schedule(0)
         elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.flush_interval, self._schedule, 0)
+            loop = asyncio.get_running_loop()
+            is_idle = self._flushing is None or self._flushing.done()
+            if is_idle and loop.time() - self._flushed_at >= self.flush_interval:
+                # Leading edge: the first chunk after a quiet window goes out at once (time to first
+                # byte, live delay); chunks written while that flush is in flight form the next batch.
+                self._schedule(0)
+            else:
+                self._timer = loop.call_later(self.flush_interval, self._schedule, 0)
 
     def _schedule(self, _delay: float) -> None:
         if self._timer is not None:
@@ -321,6 +332,7 @@ class StreamWriter:
             if self._error is not None:
                 raise self._error
             while self._pending:
+                self._flushed_at = asyncio.get_running_loop().time()
                 batch, self._pending = self._pending, []
                 try:
                     sequences = await self.manager.append(self.stream_id, self.run_id, batch)
