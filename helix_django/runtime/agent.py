@@ -71,6 +71,8 @@ class RunLoop(EndingsMixin):
         self.stage = "starting"
         self.is_cancel_requested = False
         self.is_lease_lost = False
+        self.usage: dict[str, int] = {}
+        """Token usage summed over the run's model calls (``inputTokens``, ``outputTokens``)."""
         self.is_ending = False
         """Set once the run commits its end: the lease is released by that commit, not lost."""
         self.last_event_at = 0.0
@@ -196,6 +198,8 @@ class RunLoop(EndingsMixin):
             self.stage = "streaming"
             try:
                 result = await AttemptStreamer(self, number).stream()
+                for name, count in result.usage.items():
+                    self.usage[name] = self.usage.get(name, 0) + int(count)
                 break
             except ProviderError as exc:
                 if not exc.is_retryable or number >= self.agent.max_attempts:

@@ -37,6 +37,7 @@ class EndingsMixin:
     step: int
     stage: str
     is_ending: bool
+    usage: dict[str, int]
     emit: Any
     flush: Any
 
@@ -45,7 +46,10 @@ class EndingsMixin:
 
     async def _complete(self, reason: str) -> str:
         self.is_ending = True
-        self.emit({"type": "finish", "finishReason": reason, "messageMetadata": self._helix_metadata("completed")})
+        metadata = self._helix_metadata("completed")
+        if self.usage:
+            metadata["usage"] = dict(self.usage)
+        self.emit({"type": "finish", "finishReason": reason, "messageMetadata": metadata})
         sequence = await self.flush()
         await store.acommit_terminal(
             self.run_id, RunStatus.COMPLETED, response_message=self.acc.snapshot(), stream_sequence=sequence

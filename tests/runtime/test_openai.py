@@ -81,6 +81,7 @@ async def test_chat_completions_stream_text_and_a_tool_call_round_trip(executor,
 
     reply = (await rows(session.id))[1]
     assert text(reply) == "Let me check." + ANSWER
+    assert reply["metadata"]["usage"] == {"inputTokens": 14, "outputTokens": 3 + 10}  # summed over both calls
     assert [p["type"] for p in reply["parts"]] == [
         "step-start",
         "reasoning",

@@ -52,6 +52,8 @@ async def test_plain_send_streams_and_commits_the_reply(executor, session, use_a
     reply = messages[1]
     assert text(reply) == default_reply("What is a checkpoint?")
     assert reply["metadata"]["helix"] == {"runId": run.id, "status": "completed", "partial": False}
+    tokens = sum(c["type"] == "text-delta" for c in seen)
+    assert reply["metadata"]["usage"] == {"inputTokens": 10, "outputTokens": tokens}
     # The committed message is exactly what a client builds from the same chunks.
     assert reply == accumulate(seen, handle.response_message_id)
 
