@@ -38,6 +38,11 @@ class ResponsePlan:
     is_empty: bool = False
     """An empty ``200`` stream (a partial client-tool batch was stored; the run waits)."""
 
+    @property
+    def has_visible_backlog(self) -> bool:
+        """Whether the backlog holds a chunk a client would see (not only internal ones)."""
+        return any(not chunk.get("type", "").startswith("helix-") for _seq, chunk in self.backlog)
+
     @classmethod
     def nothing(cls) -> ResponsePlan:
         """Return the ``204`` plan."""

@@ -158,9 +158,7 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
                 raise StreamDropError(cause="run_not_live")
             return await plan_resume(request, session, _depth + 1)
         cursor = run.start_sequence if request.cursor is None else max(request.cursor, run.start_sequence)
-        if live.status != ACTIVE and cursor >= live.head_sequence:
-            return ResponsePlan.nothing()
-        return await read_plan(
+        plan = await read_plan(
             manager,
             stream_id,
             run=run,
@@ -168,6 +166,9 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
             live=live,
             response_filter=await _resume_filter(request, session, run, cursor if request.cursor is not None else None),
         )
+        if live.status != ACTIVE and not plan.has_visible_backlog:
+            return ResponsePlan.nothing()  # paused, and nothing after the cursor
+        return plan
     if request.cursor is None:
         return ResponsePlan.nothing()
     info = await manager.get_info(stream_id)
@@ -175,7 +176,7 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
         return ResponsePlan.nothing()
     if info.status == FAILED:
         raise StreamFailedResponse(session_id=session.id, stream_id=stream_id, error=info.error)
-    return await read_plan(
+    plan = await read_plan(
         manager,
         stream_id,
         run=run,
@@ -183,6 +184,7 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
         live=None,
         response_filter=await _resume_filter(request, session, run, request.cursor),
     )
+    return plan if plan.has_visible_backlog else ResponsePlan.nothing()
 
 
 async def _resume_filter(request: ChatRequest, session: ChatSession, run: Run, cursor: int | None) -> ResponseFilter:

@@ -86,9 +86,13 @@ def read_sse(client: httpx.Client, method: str, url: str, *, stop_after: int | N
             return SSEResult(response.status_code, response.headers, [], body)
         events: list[Event] = []
         count = 0
+        previous_id = None
         for sse in EventSource(response).iter_sse():
-            events.append(Event(sse.id or None, sse.event, sse.data))
-            if sse.data != "[DONE]" and sse.id:
+            # The SSE last-event-id buffer carries over to events without an ``id:`` line.
+            event_id = sse.id if sse.id and sse.id != previous_id else None
+            previous_id = sse.id or previous_id
+            events.append(Event(event_id, sse.event, sse.data))
+            if sse.data != "[DONE]" and event_id:
                 count += 1
             if stop_after is not None and count >= stop_after:
                 break
