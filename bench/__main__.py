@@ -17,14 +17,15 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live")
+SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live", "sse")
 SECTION_HELP = {
     "append": "1. append throughput per stream manager vs raw driver",
     "resume": "2. resume cost vs history (first chunk, last 100 chunks)",
     "snapshot": "5. snapshot read at 10/100/1000 messages",
     "runtime": "executor + scripted provider (pace 0) into the database manager vs provider alone",
     "e2e": "3. end to end through daphne's SSE chat route",
-    "live": "4. many live generations on one process (delay p50/p99, CPU, memory)",
+    "live": "4. many live generations on one process: stream-manager layer (delay p50/p99, CPU, memory)",
+    "sse": "4. many live generations on one process: through daphne's SSE chat route",
 }
 
 

@@ -1,0 +1,206 @@
+"""Section 4 over SSE: many live generations through daphne, each followed by its SSE response.
+
+A daphne subprocess serves ``bench.asgi`` with the default agent on
+:class:`bench.provider.ClockProvider` (``live_tokens_per_second`` deltas per second, each
+carrying its emission time on the machine-wide monotonic clock). For each N in
+``live_runs``, N clients POST a chat message at once (DRF token auth, a new session
+each) and read their SSE response to ``[DONE]``. A delay sample is taken for every
+delta emitted after the last run started (steady state): receive time in the client
+minus emission time in the provider. Also: daphne's CPU seconds per 1 000 deltas
+(/proc utime+stime) and its resident memory growth per open response.
+Baseline, same repeat: the same N clients reading ``/bench/sse`` (timestamped frames at
+the same pace from a bare ASGI route on the same daphne: no run, no persistence).
+Target: p99 < 100 ms at 500 runs on the database manager with SQLite.
+The HTTP client runs in this process and shares the 2 cores with the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import uuid
+
+from bench.config import Sizes
+from bench.harness import Row, Stat, not_available
+from bench.sections.e2e import missing, start_server, token_headers
+
+NAME = "sse"
+TARGET_P99_MS = 100.0
+TARGET_RUNS = 500
+START_ALLOWANCE_SECONDS_PER_RUN = 0.02
+
+
+def _proc_cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _proc_rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Sample:
+    """Delays (ms, with emission times) and first-frame times of one configuration."""
+
+    def __init__(self) -> None:
+        self.delays: list[tuple[float, float]] = []
+        self.first_frames: list[float] = []
+        self.deltas = 0
+        self.seen: set[int] = set()
+
+    def steady(self) -> list[float]:
+        """Delays of deltas emitted after every client got its first frame."""
+        cutoff = max(self.first_frames) if self.first_frames else 0.0
+        return sorted(delay for emitted, delay in self.delays if emitted >= cutoff)
+
+
+async def _follow(client, method: str, url: str, sample: Sample, **kwargs) -> None:
+    from httpx_sse import EventSource
+
+    done = False
+    async with client.stream(method, url, **kwargs) as response:
+        assert response.status_code == 200, response.status_code
+        async for event in EventSource(response).aiter_sse():
+            now = time.perf_counter()
+            if event.data == "[DONE]":
+                done = True
+                break
+            chunk = json.loads(event.data)
+            if chunk.get("type") != "text-delta":
+                continue
+            for token in chunk["delta"].split():
+                emitted = float(token)
+                sample.delays.append((emitted, (now - emitted) * 1000))
+                sample.deltas += 1
+            if id(response) not in sample.seen:
+                sample.seen.add(id(response))
+                sample.first_frames.append(now)
+    assert done, "a response ended without [DONE]"
+
+
+async def _measure(client, server, runs: int, tokens: int, pace: float, headers, *, bare: bool) -> dict[str, float]:
+    sample = Sample()
+    pid = server.process.pid
+    rss_before, cpu_before = _proc_rss_bytes(pid), _proc_cpu_seconds(pid)
+    tasks = []
+    for _ in range(runs):
+        if bare:
+            url = server.url(f"/bench/sse?tokens={tokens}&pace={pace}")
+            tasks.append(_follow(client, "GET", url, sample))
+        else:
+            session_id = f"bench_sse_{uuid.uuid4().hex[:12]}"
+            message = {"id": f"u_{uuid.uuid4().hex[:8]}", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+            body = {"id": session_id, "messages": [message], "trigger": "submit-message"}
+            url = server.url(f"/helix/api/sessions/{session_id}/chat")
+            tasks.append(_follow(client, "POST", url, sample, json=body, headers=headers))
+    gathered = asyncio.gather(*tasks)
+    peak = rss_before
+    while not gathered.done():
+        await asyncio.sleep(0.25)
+        peak = max(peak, _proc_rss_bytes(pid))
+    await gathered
+    cpu = _proc_cpu_seconds(pid) - cpu_before
+    assert sample.deltas == runs * tokens, (sample.deltas, runs * tokens)
+    steady = sample.steady()
+    assert steady, "no delta was emitted after the last run started"
+    return {
+        "p50": steady[len(steady) // 2],
+        "p99": steady[min(len(steady) - 1, int(0.99 * len(steady)))],
+        "cpu": cpu / sample.deltas * 1000,
+        "rss": max(0, peak - rss_before) / 1024 / runs,
+        "steady": len(steady),
+    }
+
+
+async def run(sizes: Sizes) -> list[Row]:
+    """Return p50/p99 delay, server CPU and memory rows per number of concurrent runs."""
+    reason = missing()
+    if reason:
+        return [not_available(NAME, "live generations over SSE", reason)]
+    import httpx
+    from asgiref.sync import sync_to_async
+
+    pace = sizes.live_tokens_per_second
+    runs_list = sizes.live_runs
+    longest = max(runs_list)
+    tokens = int((sizes.live_seconds + longest * START_ALLOWANCE_SECONDS_PER_RUN) * pace)
+    helix = {
+        "AGENTS": {
+            "default": {
+                "PROVIDER": {
+                    "BACKEND": "bench.provider.ClockProvider",
+                    "OPTIONS": {"TOKENS": tokens, "PACE_TPS": pace},
+                },
+                "MODEL": "clock-1",
+                "SYSTEM_PROMPT": "You are a benchmark.",
+                "TOOLS": [],
+            }
+        }
+    }
+    headers = await sync_to_async(token_headers)()
+    server = await sync_to_async(start_server)(helix)
+    repeats = max(1, min(sizes.repeats, 2))
+    rows: list[Row] = []
+    limits = httpx.Limits(max_connections=longest + 10, max_keepalive_connections=longest + 10)
+    try:
+        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+            try:
+                await _measure(client, server, 1, tokens, pace * 20, headers, bare=False)  # warm-up
+            except (httpx.HTTPError, AssertionError) as exc:
+                return [not_available(NAME, "live generations over SSE", f"the chat route did not stream ({exc!r})")]
+            for runs in runs_list:
+                mine: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu", "rss")}
+                base: dict[str, list[float]] = {k: [] for k in mine}
+                for _ in range(repeats):
+                    measured = await _measure(client, server, runs, tokens, pace, headers, bare=True)
+                    for key in base:
+                        base[key].append(measured[key])
+                    measured = await _measure(client, server, runs, tokens, pace, headers, bare=False)
+                    for key in mine:
+                        mine[key].append(measured[key])
+                name = f"database/sqlite via daphne SSE: {runs} runs x {pace:.0f} tok/s"
+                bare = "bare ASGI SSE"
+                p99 = Stat.of(mine["p99"], "ms")
+                is_target = runs == TARGET_RUNS
+                rows += [
+                    Row(
+                        NAME,
+                        f"{name}: delay p50",
+                        value=Stat.of(mine["p50"], "ms"),
+                        baseline_name=bare,
+                        baseline=Stat.of(base["p50"], "ms"),
+                    ),
+                    Row(
+                        NAME,
+                        f"{name}: delay p99",
+                        value=p99,
+                        baseline_name=bare,
+                        baseline=Stat.of(base["p99"], "ms"),
+                        target=f"p99 < {TARGET_P99_MS:.0f} ms" if is_target else "",
+                        holds=(p99.median < TARGET_P99_MS) if is_target else None,
+                    ),
+                    Row(
+                        NAME,
+                        f"{name}: server CPU per 1000 deltas",
+                        value=Stat.of(mine["cpu"], "s"),
+                        baseline_name=bare,
+                        baseline=Stat.of(base["cpu"], "s"),
+                    ),
+                    Row(
+                        NAME,
+                        f"{name}: server RSS per open response",
+                        value=Stat.of(mine["rss"], "KiB"),
+                        baseline_name=bare,
+                        baseline=Stat.of(base["rss"], "KiB"),
+                    ),
+                ]
+    finally:
+        await sync_to_async(server.stop)()
+    return rows
