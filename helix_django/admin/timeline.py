@@ -13,7 +13,7 @@ from asgiref.sync import async_to_sync
 
 from helix_django.errors import HelixError
 from helix_django.models import Run
-from helix_django.recovery.partial import aread_run_chunks, arebuild_partial, current_row, text_chars
+from helix_django.recovery.partial import apply_chunks, aread_run_chunks, base_message, current_row, text_chars
 
 #: Timeline entries shown at most (runs of the same chunk type are folded into one entry).
 MAX_TIMELINE_ENTRIES = 40
@@ -59,7 +59,11 @@ def change_page_context(run: Run) -> dict[str, Any]:
     try:
         chunks = async_to_sync(aread_run_chunks)(run)
         if run.is_live:
-            message: dict[str, Any] | None = async_to_sync(arebuild_partial)(run, chunks).message
+            # The same rebuild as the relaunch scan, with the ORM reads done here (sync).
+            base, after = base_message(run)
+            message: dict[str, Any] | None = apply_chunks(
+                base, run.response_message_id, [(seq, c) for seq, c in chunks if seq > after]
+            ).snapshot(close=True)
         else:
             message = current_row(run)
     except HelixError as exc:
