@@ -239,10 +239,24 @@ class RedisStreamManager(BaseStreamManager):
             finally:
                 await pubsub.aclose()
 
-    async def _ensure_listener(self) -> None:
+    def _start_listener(self) -> _LoopState:
         state = self._state()
         if state.listener is None or state.listener.done():
             state.listener = asyncio.get_running_loop().create_task(self._listen(state))
+        return state
+
+    def subscribe(self, stream_id: str) -> Any:
+        """Return a waiter fired by the next write of ``stream_id`` in any process (pub/sub).
+
+        Starts this loop's subscription if needed. Race-free even for a reader built
+        directly on :class:`ResumableReader`: once the subscription is confirmed, every
+        local waiter is woken to re-read, which covers a write published before that.
+        """
+        self._start_listener()
+        return self.notifier.subscribe(stream_id)
+
+    async def _ensure_listener(self) -> None:
+        state = self._start_listener()
         try:
             await asyncio.wait_for(state.ready.wait(), float(self.options.get("SOCKET_TIMEOUT", 5)))
         except TimeoutError:

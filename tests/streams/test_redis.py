@@ -245,3 +245,27 @@ async def test_a_write_during_a_short_restart_is_resent_and_stored_once():
             await manager.aclose()
     finally:
         server.cleanup()
+
+
+async def test_a_reader_built_directly_wakes_through_pubsub_started_by_its_first_wait():
+    from helix_django.streams.base import ResumableReader
+
+    writer = make()
+    other = load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**writer.options}}})
+    try:
+        info = await writer.claim_stream("s1", "run_a", epoch=1)
+        reader = ResumableReader(other, "s1", from_sequence=0, wait_for_live=False, info=info)
+        reader.fail_safe_seconds = 3600
+        task = asyncio.ensure_future(collect(reader))
+        for _ in range(10_000):
+            if other.notifier.waiter_count("s1"):
+                break
+            await asyncio.sleep(0)
+        # Written before or after the follower's subscription is confirmed: delivered either way.
+        await writer.append("s1", "run_a", [chunk(1)])
+        await writer.end_stream("s1", "run_a")
+        got = await asyncio.wait_for(task, TIMEOUT)
+        assert [s for s, _ in got] == [1]
+    finally:
+        await writer.aclose()
+        await other.aclose()

@@ -1,0 +1,40 @@
+"""Scale-out fixtures: the live daphne factory, a user with a token, the shared-process configuration."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.conftest import redis_url
+from tests.live import daphne_server_factory  # noqa: F401
+
+
+@pytest.fixture
+def user_headers(transactional_db):
+    """Auth headers of a fresh user: ``Authorization`` (DRF token) and ``Cookie`` (a logged-in Django session).
+
+    HTTP routes take the token; the WebSocket route authenticates by the session cookie.
+    """
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from rest_framework.authtoken.models import Token
+
+    user = get_user_model().objects.create_user(username=f"scale-{uuid.uuid4().hex[:8]}", password="pw-not-secret")
+    browser = Client()
+    browser.force_login(user)
+    return {
+        "Authorization": f"Token {Token.objects.create(user=user).key}",
+        "Cookie": f"sessionid={browser.cookies['sessionid'].value}",
+    }
+
+
+@pytest.fixture
+def scale_env():
+    """Env of every process of one scale-out test: its own layer prefix and Redis stream key prefix."""
+    tag = uuid.uuid4().hex
+    return {
+        "HELIX_TEST_REDIS_URL": redis_url(),
+        "HELIX_TEST_LAYER_PREFIX": f"helix-test-{tag}",
+        "HELIX_TEST_STREAM_PREFIX": f"helix-test:{tag}",
+    }
