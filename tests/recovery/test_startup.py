@@ -50,3 +50,17 @@ async def test_lifespan_startup_runs_the_scan_and_shutdown_stops_it():
 def test_command_repeats_with_every(capsys):
     call_command("helix_recover", "--every", "0.01", "--times", "2")
     assert capsys.readouterr().out.count("scanned=0") == 2
+
+
+def test_relaunch_scan_task_runs_on_a_worker():
+    from helix_django.recovery.tasks import relaunch_scan
+
+    flight = InFlight("s-task")
+    flight.stream_text("partial")
+    flight.expire()
+    result = relaunch_scan.enqueue()
+    call_command("db_worker", "--batch", "--queue-name", "default", "--interval", "0")
+    result.refresh()
+    assert result.status.name == "SUCCESSFUL"
+    assert result.return_value == {"scanned": 1, "interrupted": 1}
+    assert Run.objects.get(pk=flight.run_id).status == "interrupted"
