@@ -131,6 +131,8 @@ class MessageAccumulator:
 
     def _open_part(self, kind: str, chunk: Chunk) -> None:
         part: dict[str, Any] = {"type": kind, "text": "", "state": "streaming"}
+        if kind == "reasoning" and "id" in chunk:
+            part["id"] = chunk["id"]  # ai@6 keeps the chunk id on reasoning parts (not on text parts)
         if chunk.get("providerMetadata"):
             part["providerMetadata"] = chunk["providerMetadata"]
         self.parts.append(part)

@@ -76,7 +76,7 @@ def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
 def _part_chunks(part: dict[str, Any], index: int) -> list[Chunk]:
     kind = part.get("type", "")
     if kind in ("text", "reasoning"):
-        return _text_chunks(kind, part, f"replay-{index}")
+        return _text_chunks(kind, part, part.get("id") or f"replay-{index}")
     if kind == "dynamic-tool" or (kind.startswith("tool-") and "toolCallId" in part):
         return _tool_chunks(part)
     if kind.startswith("data-"):

@@ -17,15 +17,22 @@ PREFIX = "/helix/api"
 REPLY = " ".join(f"word{i}" for i in range(60)) + "."
 
 
-def agent_settings(**options: Any) -> dict[str, Any]:
-    """HELIX overrides: the default agent on the scripted provider with ``options``."""
+TOOLBOX = "tests.runtime.toolbox"
+TWO_STEPS = [
+    {"TEXT": "Let me look. ", "TOOL_CALLS": [{"name": "lookup", "arguments": {"city": "Oslo"}, "id": "call_lookup"}]},
+    {"TEXT": REPLY},
+]
+
+
+def agent_settings(tools: list[str] | None = None, **options: Any) -> dict[str, Any]:
+    """HELIX overrides: the default agent on the scripted provider with ``options`` and ``tools`` (names in toolbox)."""
     return {
         "AGENTS": {
             "default": {
                 "PROVIDER": {"BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider", "OPTIONS": options},
                 "MODEL": "scripted-1",
                 "SYSTEM_PROMPT": "You are a test.",
-                "TOOLS": [],
+                "TOOLS": [f"{TOOLBOX}.{name}" for name in tools or []],
                 "MAX_STEPS": 4,
             }
         }
@@ -131,3 +138,15 @@ def send_body(session_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]
 def chat_url(server, session_id: str) -> str:
     """Absolute URL of a session's chat route."""
     return server.url(f"{PREFIX}/sessions/{session_id}/chat")
+
+
+def snapshot_after_first_step(client: httpx.Client, server, session_id: str) -> dict[str, Any]:
+    """Poll the snapshot until the run is live with its first step committed."""
+    import time
+
+    for _ in range(400):
+        snap = client.get(server.url(f"{PREFIX}/sessions/{session_id}/snapshot")).json()
+        if snap["status"] == "active" and snap["stepCount"] >= 1:
+            return snap
+        time.sleep(0.01)
+    raise AssertionError("the first step was not committed while the run was live")

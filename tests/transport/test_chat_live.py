@@ -10,11 +10,13 @@ from helix_django.protocol import MessageAccumulator
 from tests.transport.conftest import (
     PREFIX,
     REPLY,
+    TWO_STEPS,
     agent_settings,
     chat_url,
     new_session_id,
     read_sse,
     send_body,
+    snapshot_after_first_step,
     user_message,
 )
 
@@ -158,13 +160,11 @@ def test_stale_cursor_from_an_earlier_turn_is_clamped_to_the_run_start(server, c
 
 
 def test_replay_prefix_resume_has_no_overlap_and_no_gap(daphne_server_factory, client):
-    server = daphne_server_factory(
-        helix=agent_settings(STEPS=[{"TEXT": "first step text. ", "TOOL_CALLS": []}], TEXT=REPLY, PACE_TPS=150)
-    )
+    server = daphne_server_factory(helix=agent_settings(tools=["lookup"], STEPS=TWO_STEPS, PACE_TPS=150))
     sid = new_session_id()
     read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [user_message("hi")]), stop_after=6)
-    snap = snapshot(client, server, sid)
-    message_id = snap.get("resumeMessageId") or committed_reply(sid)["id"]
+    snap = snapshot_after_first_step(client, server, sid)
+    message_id = snap["resumeMessageId"]
     headers = {
         "X-Resume-From-Sequence": str(snap["streamSequence"]),
         "X-Existing-Message-Id": message_id,
@@ -182,6 +182,10 @@ def test_replay_prefix_resume_has_no_overlap_and_no_gap(daphne_server_factory, c
     markers = [i for i, c in enumerate(chunks) if c["type"] == "data-helix-replay"]
     assert len(markers) == 2 and chunks[markers[1]]["data"]["phase"] == "end"
     assert [c["type"] for c in chunks].count("start") == 1
+    prefix = chunks[: markers[1]]
+    assert [c["type"] for c in prefix].count("tool-output-available") == 1  # the committed first step
+    tail_ids = [int(e.id) for e in resumed.events if e.id]
+    assert min(tail_ids) > snap["streamSequence"]  # the tail starts after the snapshot's cursor
     acc = MessageAccumulator("")
     for chunk in chunks:
         acc.apply(chunk)

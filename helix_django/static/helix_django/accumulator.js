@@ -61,6 +61,8 @@ export class MessageAccumulator {
 
   openPart(kind, chunk) {
     const part = { type: kind, text: "", state: "streaming" };
+    // ai@6 keeps the chunk id on reasoning parts (not on text parts).
+    if (kind === "reasoning" && chunk.id !== undefined) part.id = chunk.id;
     if (chunk.providerMetadata) part.providerMetadata = chunk.providerMetadata;
     this.parts.push(part);
     this.open.set(`${kind}:${chunk.id || ""}`, part);
