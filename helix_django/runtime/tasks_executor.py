@@ -70,6 +70,16 @@ class TasksExecutor(LocalExecutor):
     def __init__(self) -> None:
         super().__init__()
         self._handoffs: dict[str, RunLoop] = {}
+        manager = get_stream_manager()
+        if not manager.is_multi_process or (
+            manager.notifier.remote is None and type(manager).__name__ == "DatabaseStreamManager"
+        ):
+            # Workers write in other processes: readers here would only wake on their fail-safe timer.
+            logger.warning(
+                "TasksExecutor with stream manager %s and no shared channel layer: "
+                "use the Redis stream manager or a channels_redis layer",
+                type(manager).__name__,
+            )
 
     def _start_task(self, entry: Entry, loop: RunLoop) -> None:
         # Called on the runner loop right after the opening chunks were flushed: no local task.

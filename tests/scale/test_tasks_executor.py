@@ -177,3 +177,14 @@ async def test_a_worker_killed_mid_run_is_not_executed_twice_and_the_scan_interr
     finally:
         worker.stop()
         await asyncio.to_thread(executor.close)  # not on a running loop: channels_redis flushes on loop.close()
+
+
+def test_a_tasks_executor_without_cross_process_wake_ups_is_reported(caplog, layer_prefix):
+    with caplog.at_level("WARNING", logger="helix_django.runtime.tasks_executor"):
+        TasksExecutor().close()
+    assert "no shared channel layer" in caplog.text
+    caplog.clear()
+    with override_settings(CHANNEL_LAYERS=redis_layer(layer_prefix), HELIX=helix()):
+        with caplog.at_level("WARNING", logger="helix_django.runtime.tasks_executor"):
+            TasksExecutor().close()
+    assert "no shared channel layer" not in caplog.text
