@@ -1,7 +1,7 @@
 """Browser fixtures: the example site on daphne (tests/live.py) and Debian's Chromium via Playwright.
 
 ``site`` starts ``example_project.asgi:application`` with tests/browser/settings.py on the
-live test database; ``browser`` is one headless Chromium per test module; ``signed_in``
+live test database; ``browser`` is one headless Chromium per test; ``signed_in``
 returns a page of a fresh browser context signed in as a new user.
 """
 
@@ -46,15 +46,29 @@ def scripted(**options) -> dict:
     }
 
 
+@pytest.fixture(autouse=True)
+def _orm_next_to_playwright(monkeypatch):
+    """Let this test use the ORM while Playwright's sync API runs its event loop in this thread.
+
+    Playwright's sync API keeps an asyncio loop on the main thread, which Django's async-safety
+    check reads as "called from async code". The ORM calls here are plain synchronous calls
+    (the documented pytest-playwright + Django setting); the flag is undone after the test.
+    """
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
 @pytest.fixture
 def site(daphne_server_factory) -> LiveServer:  # noqa: F811
     """The example site (scripted provider at PACE_TPS) on the live test database."""
     return site_server(daphne_server_factory)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser() -> Browser:
-    """Headless Debian Chromium (no download: the system browser)."""
+    """Headless Debian Chromium (no download: the system browser), one per test.
+
+    Per test, so Playwright's event loop is gone before pytest-django flushes the database.
+    """
     assert os.path.exists(CHROMIUM), f"{CHROMIUM} is required (apt-get install chromium)"
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

@@ -17,10 +17,18 @@ def session_id_of(page: Page) -> str:
     return match.group(1)
 
 
-def send(page: Page, text: str) -> None:
-    """Type ``text`` into the composer and send it."""
+def send(page: Page, text: str, *, expect_busy: bool = True) -> None:
+    """Type ``text`` into the composer and send it; wait until the page shows the send going.
+
+    With ``expect_busy`` it waits for the client to leave ``ready`` (submitted or streaming),
+    so a following :func:`wait_until_idle` waits for this answer, not for the state before it.
+    """
     page.fill("[data-hx=input]", text)
     page.click("[data-hx=send]")
+    if expect_busy:
+        page.wait_for_selector(
+            "[data-hx=connection][data-status=submitted], [data-hx=connection][data-status=streaming]"
+        )
 
 
 def assistant_texts(page: Page) -> list[str]:
@@ -57,7 +65,10 @@ def wait_for_chars(page: Page, count: int, timeout: float = 20.0) -> int:
 
 def wait_until_idle(page: Page, timeout: float = 40.0) -> None:
     """Wait until the client is ``ready`` (the run ended and the page settled on the snapshot)."""
-    page.wait_for_selector("[data-hx=connection][data-status=ready]", timeout=timeout * 1000)
+    try:
+        page.wait_for_selector("[data-hx=connection][data-status=ready]", timeout=timeout * 1000)
+    except Exception as exc:
+        raise AssertionError(f"the page did not settle: {describe(page)}") from exc
 
 
 def expected_reply(question: str) -> str:
@@ -79,3 +90,14 @@ def current_run_status(session_id: str) -> str | None:
 
     session = ChatSession.objects.select_related("current_run").get(pk=session_id)
     return session.current_run.status if session.current_run else None
+
+
+def describe(page: Page) -> str:
+    """Return the client's status, error and the rendered conversation (for failure messages)."""
+    return page.evaluate(
+        """() => {
+          const view = window.helixChat?.chat?.view();
+          return JSON.stringify({status: view?.status, error: view?.error, cursor: view?.cursor,
+            runStatus: view?.runStatus, messages: view?.messages.map(m => [m.role, m.parts.filter(p => p.type === 'text').map(p => p.text).join('').length])});
+        }"""
+    )

@@ -95,8 +95,12 @@ class CuttableProxy:
 
 
 def _reset(sock: socket.socket) -> None:
-    # SO_LINGER 0: close with a RST, as a dropped network looks to the peer.
+    # SO_LINGER 0: close with a RST, as a dropped network looks to the peer. shutdown()
+    # first: a close() alone does not wake the pump thread blocked in recv() on this socket,
+    # and the kernel keeps the connection open until that recv() returns.
     with contextlib.suppress(OSError):
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
     with contextlib.suppress(OSError):
         sock.close()

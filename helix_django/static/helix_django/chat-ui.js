@@ -182,7 +182,16 @@ export function mountChat(root, options) {
         idle: !view.isBusy,
         view,
       };
-      const signature = JSON.stringify([message.parts, message.metadata, isLive, isPending, context.pendingError, context.isLast && context.idle, view.status]);
+      const signature = JSON.stringify([
+        message.parts,
+        message.metadata,
+        isLive,
+        isPending,
+        context.pendingError,
+        context.isLast && context.idle,
+        context.isLast ? view.recovery : null,
+        view.status,
+      ]);
       let entry = rendered.get(message.id);
       if (!entry || entry.signature !== signature) {
         const node = renderMessage(message, context);

@@ -435,7 +435,10 @@ export class HelixChat extends EventTarget {
           this.setStatus("error", { kind: "snapshot", ...typed, retryable: true, status });
           return;
         }
-        if (REANCHOR_CODES.has(typed.code) && settles < 3) {
+        // A stream that failed (409 {error: "stream_failed", code: <the run's failure>}) or a
+        // resume the server cannot serve: the snapshot says what happened.
+        const reanchor = REANCHOR_CODES.has(typed.code) || typed.error === "stream_failed" || status === 409;
+        if (reanchor && settles < 3) {
           settles += 1;
           open = () => this.reanchorOpen(gen);
           continue;
