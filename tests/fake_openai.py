@@ -45,6 +45,14 @@ class Reply:
     """A non-200 status answers with an OpenAI-style error body instead."""
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Connections the server cuts on purpose end in errors; they are not failures."""
+        return
+
+
 def words(text: str) -> list[str]:
     return re.findall(r"\s*\S+\s*|\s+", text)
 
@@ -59,8 +67,7 @@ class FakeOpenAI:
         self.is_stream_resume_broken = False
         """Answer 500 to ``GET /v1/responses/{id}?stream=true`` (forces a client to use retrieve)."""
         self.lock = threading.Lock()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self.httpd.daemon_threads = True
+        self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property

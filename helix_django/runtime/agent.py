@@ -106,8 +106,10 @@ class RunLoop(EndingsMixin):
         except asyncio.CancelledError:
             if self.is_cancel_requested:
                 return await self._guard(self._end_cancelled())
-            # The process is going away (or lost its lease): leave the run to the relaunch scan.
             self.writer.discard()
+            if self.is_lease_lost:
+                return await self._settle_after_fence()
+            # The process is going away: leave the run to the relaunch scan.
             raise
         except RunSupersededError:
             self.writer.discard()

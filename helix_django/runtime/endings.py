@@ -112,10 +112,13 @@ class EndingsMixin:
         """The run lost its right to write: report why; end its stream if it was cancelled elsewhere.
 
         A run cancelled before its task started (or by another process) may still hold the
-        stream claim, which would otherwise stay ``active`` with no writer.
+        stream claim, which would otherwise stay ``active`` with no writer. Returns the run's
+        status, or ``abandoned`` when it is still live under another lease owner.
         """
         run = await Run.objects.filter(pk=self.run_id).afirst()
         status = run.status if run is not None else RunStatus.SUPERSEDED
+        if run is not None and run.is_live:
+            return "abandoned"
         if status == RunStatus.CANCELLED:
             try:
                 await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")

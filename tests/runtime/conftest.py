@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 from django.test import override_settings
 
 from helix_django import store
@@ -48,6 +49,14 @@ def use_agents():
     yield apply
     for o in reversed(overrides):
         o.disable()
+
+
+@pytest.fixture(autouse=True)
+async def _close_worker_thread_connections():
+    """Close the ORM connections of asgiref's shared worker thread (runs use it), so the
+    test database can be dropped at the end (PostgreSQL refuses while a session is open)."""
+    yield
+    await sync_to_async(connections.close_all)()
 
 
 @pytest.fixture
