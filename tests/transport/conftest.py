@@ -150,3 +150,19 @@ def snapshot_after_first_step(client: httpx.Client, server, session_id: str) -> 
             return snap
         time.sleep(0.01)
     raise AssertionError("the first step was not committed while the run was live")
+
+
+@pytest.fixture(scope="module")
+def shared_server(django_db_setup, django_db_blocker):
+    """One daphne server for a whole module (the scripted reply at 150 words/s).
+
+    Tests using it still need ``transactional_db`` (``users`` brings it), so what they
+    write is committed where the server reads it.
+    """
+    from tests.live import LiveServer
+
+    with django_db_blocker.unblock():
+        server = LiveServer(helix={**agent_settings(TEXT=REPLY, PACE_TPS=150), "MAX_REQUEST_BYTES": 20_000})
+        server.start()
+    yield server
+    server.stop()
