@@ -119,3 +119,34 @@ async def test_a_run_started_from_sync_code_outlives_the_callers_loop(executor, 
     assert executor.is_local(handle.run_id)
     assert await executor.wait(handle.run_id, 20) == "completed"
     assert (await Run.objects.aget(pk=handle.run_id)).status == "completed"
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_runs_work_on_every_stream_manager(executor, session, use_agents, backend):
+    """The runtime only talks to the stream manager interface: the same run on memory and Redis."""
+    import uuid
+
+    from django.test import override_settings
+
+    managers = {
+        "memory": {"BACKEND": "helix_django.streams.memory.MemoryStreamManager", "OPTIONS": {}},
+        "redis": {
+            "BACKEND": "helix_django.streams.redis.RedisStreamManager",
+            "OPTIONS": {"CONNECTION_ALIAS": "helix", "KEY_PREFIX": f"helix-test:{uuid.uuid4().hex}", "stream_ttl": 600},
+        },
+    }
+    use_agents(default=agent({"FAIL_AT_FRACTION": 0.5}))
+    from helix_django.conf import helix_settings
+
+    with override_settings(HELIX={**helix_settings.user_settings, "STREAM_MANAGERS": {"default": managers[backend]}}):
+        handle = await executor.execute(session, [user_message("Which backend?")])
+        assert await executor.wait(handle.run_id, 20) == "failed"
+        chunks = run_chunks(await stream_chunks(session.id), handle.run_id)
+        info = await get_stream_manager().get_info(session.stream_id)
+        assert info.status == "failed" and info.error["code"] == "provider_error"
+        reply = (await rows(session.id))[1]
+        assert reply == accumulate(chunks, handle.response_message_id)
+        assert reply["metadata"]["helix"]["partial"] is True
+        snapshot = await abuild_snapshot(session.id)
+        assert snapshot["status"] == "failed" and snapshot["messages"] == await rows(session.id)
+        await get_stream_manager().aclose()
