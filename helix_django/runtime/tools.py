@@ -289,18 +289,19 @@ async def run_approved(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolConte
         await store.afinish_tool_execution(
             ctx.run_id, ctx.tool_call_id, status=ToolExecutionStatus.FAILED, error_code="tool_error"
         )
+        await _announce(tool_obj, ctx, ToolExecutionStatus.FAILED)
         return ToolOutcome("error", input=arguments, error_text="The tool failed")
     await store.afinish_tool_execution(
         ctx.run_id, ctx.tool_call_id, status=ToolExecutionStatus.SUCCEEDED, result=result
     )
-    await tool_executed.asend(
-        sender=ToolExecution,
-        run_id=ctx.run_id,
-        tool_call_id=ctx.tool_call_id,
-        name=tool_obj.name,
-        status=ToolExecutionStatus.SUCCEEDED,
-    )
+    await _announce(tool_obj, ctx, ToolExecutionStatus.SUCCEEDED)
     return ToolOutcome("output", input=arguments, output=result)
+
+
+async def _announce(tool_obj: Tool, ctx: ToolContext, status: str) -> None:
+    await tool_executed.asend(
+        sender=ToolExecution, run_id=ctx.run_id, tool_call_id=ctx.tool_call_id, name=tool_obj.name, status=status
+    )
 
 
 #: Text sent to the model (and shown) for a call whose earlier execution has no recorded outcome.
