@@ -200,10 +200,12 @@ class DatabaseStreamManager(BaseStreamManager):
 
     def _claim_sync(self, stream_id: str, run_id: str, epoch: int) -> StreamInfo:
         with transaction.atomic(using=self.using):
-            row = Stream.objects.using(self.using).select_for_update().filter(pk=stream_id).first()
-            if row is None:
-                row = Stream(stream_id=stream_id)
-            elif not (row.run_id == run_id and row.claim_epoch == epoch) and epoch <= row.claim_epoch:
+            streams = Stream.objects.using(self.using)
+            # The row exists before it is locked, so two first claims racing (PostgreSQL) still
+            # compare-and-set: the later one waits for the other's insert, then sees its epoch.
+            streams.get_or_create(pk=stream_id)
+            row = streams.select_for_update().get(pk=stream_id)
+            if row.run_id and not (row.run_id == run_id and row.claim_epoch == epoch) and epoch <= row.claim_epoch:
                 raise StreamFenceError(cause="stale_claim")
             row.run_id, row.claim_epoch = run_id, epoch
             row.status, row.end_status, row.error = ACTIVE, "", None
