@@ -22,8 +22,6 @@ telemetry and the ``recovery_action_taken`` signal.
 from __future__ import annotations
 
 import dataclasses
-import os
-import socket
 import time
 from typing import Any
 
@@ -38,7 +36,7 @@ from helix_django.recovery import inventory as inv
 from helix_django.recovery.outcomes import acancel_ended, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
 from helix_django.recovery.provider import acancel_operation, aquery_operation
-from helix_django.recovery.scan import arecover_run
+from helix_django.recovery.scan import SCAN_OWNER, arecover_run
 from helix_django.signals import recovery_action_taken
 
 
@@ -50,10 +48,6 @@ class ActionResult:
     run_id: str
     outcome: str
     new_run_id: str = ""
-
-
-def _owner() -> str:
-    return f"recovery:{socket.gethostname()}:{os.getpid()}"[:128]
 
 
 async def _load(run_id: str, action: str) -> Run:
@@ -77,7 +71,7 @@ async def _check_status(run: Run) -> tuple[str, str]:
         decision = await arecover_run(run.id, force=True)
         return decision.outcome, ""
     if not await store.atransition_run(
-        run.id, frozenset({run.status}), RunStatus.RECOVERING, lease_owner=_owner(), lease_seconds=60
+        run.id, frozenset({run.status}), RunStatus.RECOVERING, lease_owner=SCAN_OWNER(), lease_seconds=60
     ):
         raise RunNotActionableError(cause="check_status")
     recovering = await Run.objects.aget(pk=run.id)

@@ -15,7 +15,6 @@ from asgiref.sync import sync_to_async
 from helix_django import store, telemetry
 from helix_django.errors import RunCancelledError, RunInterruptedError, StreamConnectionError, StreamFenceError
 from helix_django.models import Checkpoint, CheckpointKind, Run, RunStatus
-from helix_django.models.run import SCANNED_STATUSES
 from helix_django.protocol import RUN_KEY
 from helix_django.recovery.partial import (
     PartialOutput,
@@ -31,8 +30,8 @@ from helix_django.streams import get_stream_manager
 
 logger = logging.getLogger(__name__)
 
-#: Statuses recovery may end a run from, besides the live ones the store already allows.
-ENDABLE_FROM = frozenset({*SCANNED_STATUSES, RunStatus.INTERRUPTED, RunStatus.FAILED})
+#: Ended statuses a cancel may still end a run from (the store always allows a live, current run).
+CANCELLABLE_FROM = frozenset({RunStatus.INTERRUPTED, RunStatus.FAILED})
 
 
 def _fresh(run_id: str) -> Run:
@@ -93,7 +92,6 @@ async def ainterrupt(run: Run, partial: PartialOutput, *, stage: str, cause: str
         stream_sequence=await _head(run, partial),
         error=RunInterruptedError(cause=cause),
         stage=stage[:32],
-        allow_terminal_from=ENDABLE_FROM,
     )
     if invalidate:
         await store.arecord_recovery(run.id, is_continuation_valid=False)
@@ -146,7 +144,6 @@ async def acomplete_from_provider(run: Run, result: Any) -> Run:
         response_message=message,
         stream_sequence=head,
         stage="",
-        allow_terminal_from=ENDABLE_FROM,
     )
     resync = {
         "type": "data-stream-resync",
@@ -187,7 +184,7 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
         stream_sequence=await _head(run, partial),
         error=RunCancelledError(),
         stage=run.interrupted_stage or run.status,
-        allow_terminal_from=ENDABLE_FROM,
+        allow_terminal_from=CANCELLABLE_FROM,
     )
     if run.status != RunStatus.INTERRUPTED:
         await aclose_stream(run, [{"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None)

@@ -20,6 +20,8 @@ before the process died ends the run ``cancelled``: a cancelled run stays cancel
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 import time
 from collections import Counter
 from datetime import datetime
@@ -28,6 +30,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from helix_django import store, telemetry
+from helix_django.conf import helix_settings
 from helix_django.errors import RunSupersededError
 from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
@@ -35,6 +38,11 @@ from helix_django.recovery.inventory import lease_expired_q
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
 from helix_django.recovery.provider import aquery_operation
+
+
+def SCAN_OWNER() -> str:  # noqa: N802 - reads like the constant it stands for
+    """Return the lease owner id of this process's scans."""
+    return f"recovery:{socket.gethostname()}:{os.getpid()}"[:128]
 
 
 @dataclasses.dataclass
@@ -108,6 +116,9 @@ async def arecover_run(
     decision.stage = _stage(run, partial.text_chars > 0)
     if dry_run:
         decision.outcome, decision.reason = "would_recover", "dry_run"
+        return decision
+    if not force and not await store.aclaim_lease(run.id, SCAN_OWNER(), helix_settings.LEASE_SECONDS):
+        decision.reason = "claimed_by_other"  # another scanner (or a revived process) took it first
         return decision
     try:
         await _decide(run, partial, decision, query_provider=query_provider)

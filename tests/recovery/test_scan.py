@@ -153,3 +153,28 @@ def test_command_errors_are_typed():
         call_command("helix_recover", "--limit", "0")
     with pytest.raises(CommandError, match="state_run_not_found"):
         call_command("helix_recover", "--run", "run_missing")
+
+
+def test_a_run_claimed_by_another_scanner_is_left_to_it():
+    from helix_django import store
+
+    flight = InFlight("s-claimed")
+    flight.stream_text("text")
+    flight.expire()
+    assert store.claim_lease(flight.run_id, "recovery:other-host:1", 30)  # another scanner took it
+    from helix_django.recovery.scan import arecover_run
+
+    decision = async_to_sync(arecover_run)(flight.run_id)
+    assert (decision.outcome, decision.reason) == ("skipped", "lease_live")
+    assert scan().counts == {"scanned": 0}
+    assert flight.run.status == "streaming" and flight.run.lease_owner == "recovery:other-host:1"
+
+
+def test_second_scan_finds_nothing_and_writes_one_error_chunk():
+    flight = InFlight("s-twice")
+    flight.stream_text("text")
+    flight.expire()
+    assert scan().counts == {"scanned": 1, "interrupted": 1}
+    assert scan().counts == {"scanned": 0}
+    chunks = async_to_sync(get_stream_manager().read_all)("s-twice")
+    assert [c["type"] for _s, c in chunks].count("error") == 1
