@@ -19,13 +19,15 @@ from typing import Any
 class Waiter:
     """A one-shot wake-up for one stream, bound to the event loop that created it."""
 
-    __slots__ = ("_event", "_loop", "_notifier", "stream_id")
+    __slots__ = ("_future", "_loop", "_notifier", "stream_id")
 
     def __init__(self, notifier: StreamNotifier, stream_id: str) -> None:
         self._notifier = notifier
         self.stream_id = stream_id
         self._loop = asyncio.get_running_loop()
-        self._event = asyncio.Event()
+        # A bare future, not an Event awaited through wait_for: wait_for costs a task per
+        # wait, and a parked reader waits once per chunk batch (docs/performance.md).
+        self._future: asyncio.Future[bool] = self._loop.create_future()
 
     def _fire(self) -> None:
         if self._loop.is_closed():
@@ -35,27 +37,28 @@ class Waiter:
         except RuntimeError:
             running = None
         if running is self._loop:
-            self._event.set()
+            self._resolve(True)
         else:
-            self._loop.call_soon_threadsafe(self._event.set)
+            self._loop.call_soon_threadsafe(self._resolve, True)
+
+    def _resolve(self, value: bool) -> None:
+        if not self._future.done():
+            self._future.set_result(value)
 
     @property
     def is_fired(self) -> bool:
         """Whether a write or status change was signalled since subscription."""
-        return self._event.is_set()
+        future = self._future
+        return future.done() and not future.cancelled() and future.result()
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until notified; return False on ``timeout`` (seconds). Unsubscribes either way."""
+        timer = None if timeout is None else self._loop.call_later(timeout, self._resolve, False)
         try:
-            if timeout is None:
-                await self._event.wait()
-                return True
-            try:
-                await asyncio.wait_for(self._event.wait(), timeout)
-            except TimeoutError:
-                return False
-            return True
+            return await self._future
         finally:
+            if timer is not None:
+                timer.cancel()
             self.cancel()
 
     def cancel(self) -> None:
