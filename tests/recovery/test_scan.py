@@ -178,3 +178,25 @@ def test_second_scan_finds_nothing_and_writes_one_error_chunk():
     assert scan().counts == {"scanned": 0}
     chunks = async_to_sync(get_stream_manager().read_all)("s-twice")
     assert [c["type"] for _s, c in chunks].count("error") == 1
+
+
+def test_history_edited_before_the_turn_invalidates_continue_but_not_regenerate():
+    from helix_django.models import Checkpoint
+
+    flight = InFlight("s-edited")
+    flight.stream_text("An answer to the original question")
+    flight.expire()
+    scan()
+    run = flight.run
+    assert inv.inventory(run)[inv.CONTINUE].is_available
+    # an edit of the user message before the interrupted turn, committed with a newer checkpoint
+    edit = Checkpoint.objects.create(session_id="s-edited", kind="step", message_count=2, stream_sequence=0)
+    Message.objects.filter(session_id="s-edited", position=0).update(
+        parts=[{"type": "text", "text": "An edited question"}], checkpoint_id=edit.id
+    )
+    offers = inv.inventory(run)
+    assert not offers[inv.CONTINUE].is_available
+    assert offers[inv.CONTINUE].reason == "The conversation was edited or the provider's continuation state is invalid."
+    assert offers[inv.REGENERATE].is_available
+    assert inv.invalidate_stale_continuations("s-edited") == 1
+    assert flight.run.is_continuation_valid is False
