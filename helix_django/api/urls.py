@@ -1,11 +1,13 @@
 """URL patterns of the DRF endpoints (mounted by :mod:`helix_django.urls`)."""
 
-from django.urls import path
+from typing import Any
+
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from helix_django.api import views
 
-urlpatterns = [
+endpoint_patterns = [
     path("sessions/", views.SessionListView.as_view(), name="session-list"),
     path("sessions/<str:session_id>/", views.SessionDetailView.as_view(), name="session-detail"),
     path("sessions/<str:session_id>/snapshot", views.SnapshotView.as_view(), name="session-snapshot"),
@@ -16,5 +18,16 @@ urlpatterns = [
         views.ToolResultsView.as_view(),
         name="run-tool-results",
     ),
-    path("schema/", SpectacularAPIView.as_view(urlconf="helix_django.urls"), name="schema"),
 ]
+
+
+class HelixSchemaView(SpectacularAPIView):
+    """The OpenAPI schema of the helix endpoints only, with paths under the prefix the site mounted them at."""
+
+    def _get_schema_response(self, request: Any) -> Any:
+        prefix = request.path[: -len("schema/")].lstrip("/")
+        self.patterns = [path(prefix, include(endpoint_patterns))]
+        return super()._get_schema_response(request)
+
+
+urlpatterns = [*endpoint_patterns, path("schema/", HelixSchemaView.as_view(), name="schema")]

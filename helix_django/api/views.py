@@ -18,6 +18,7 @@ from rest_framework.authentication import SessionAuthentication, TokenAuthentica
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from helix_django.api.errors import helix_exception_handler
@@ -71,6 +72,10 @@ class HelixAPIView(APIView):
     throttle_scope = "helix"
     schema = AutoSchema()
 
+    def get_throttles(self) -> list[Any]:
+        """Return the host's throttles (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``), read per request."""
+        return [throttle() for throttle in api_settings.DEFAULT_THROTTLE_CLASSES]
+
     def get_exception_handler(self) -> Any:
         """Return the helix exception handler (the host's REST_FRAMEWORK is left alone)."""
         return helix_exception_handler
@@ -90,17 +95,19 @@ class HelixAPIView(APIView):
         return get_owned_session(session_id, self.owner())
 
 
+@extend_schema(methods=["GET"], responses={200: SessionSerializer(many=True), **ERRORS})
+@extend_schema(
+    methods=["POST"],
+    request=SessionCreateSerializer,
+    responses={200: SessionSerializer, 201: SessionSerializer, **ERRORS},
+)
 class SessionListView(HelixAPIView):
     """``GET sessions/``: the caller's sessions (newest first, at most 100); ``POST``: create one."""
 
-    @extend_schema(responses={200: SessionSerializer(many=True), **ERRORS})
     def get(self, request: Request) -> Response:
         sessions = owned_sessions(self.owner()).order_by("-updated_at")[:100]
         return Response(SessionSerializer(sessions, many=True).data)
 
-    @extend_schema(
-        request=SessionCreateSerializer, responses={200: SessionSerializer, 201: SessionSerializer, **ERRORS}
-    )
     def post(self, request: Request) -> Response:
         body = SessionCreateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -116,14 +123,14 @@ class SessionListView(HelixAPIView):
         return Response(SessionSerializer(session).data, status=201 if created else 200)
 
 
+@extend_schema(methods=["GET"], responses={200: SessionSerializer, **ERRORS})
+@extend_schema(methods=["DELETE"], responses={204: None, **ERRORS})
 class SessionDetailView(HelixAPIView):
     """``GET sessions/<id>/``: one session; ``DELETE``: delete it (409 while a run is live)."""
 
-    @extend_schema(responses={200: SessionSerializer, **ERRORS})
     def get(self, request: Request, session_id: str) -> Response:
         return Response(SessionSerializer(self.session(session_id)).data)
 
-    @extend_schema(responses={204: None, **ERRORS})
     def delete(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
         if session.current_run_id and Run.objects.filter(pk=session.current_run_id).first().is_live:
@@ -132,6 +139,7 @@ class SessionDetailView(HelixAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
+@extend_schema(methods=["GET"], responses={200: OpenApiResponse(description="FrontendSnapshot"), **ERRORS})
 class SnapshotView(HelixAPIView):
     """``GET sessions/<id>/snapshot``: the FrontendSnapshot (002, "Snapshots").
 
@@ -140,7 +148,6 @@ class SnapshotView(HelixAPIView):
     ``{error: 'Snapshot unavailable', code: 'transport_error'}`` (503), its text never echoed.
     """
 
-    @extend_schema(responses={200: OpenApiResponse(description="FrontendSnapshot"), **ERRORS})
     def get(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
         try:
@@ -154,10 +161,10 @@ class SnapshotView(HelixAPIView):
         return Response(snapshot)
 
 
+@extend_schema(methods=["GET"], responses={200: RunSerializer(many=True), **ERRORS})
 class RunListView(HelixAPIView):
     """``GET sessions/<id>/runs/``: the session's runs, newest first (at most 100)."""
 
-    @extend_schema(responses={200: RunSerializer(many=True), **ERRORS})
     def get(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
         runs = Run.objects.filter(session=session).order_by("-created_at")[:100]
@@ -171,10 +178,10 @@ def _run_of(session: ChatSession, run_id: str) -> Run:
     return run
 
 
+@extend_schema(methods=["POST"], request=None, responses={200: RunSerializer, **ERRORS})
 class RunCancelView(HelixAPIView):
     """``POST sessions/<id>/runs/<run_id>/cancel``: stop a run (a client abort is only a disconnect)."""
 
-    @extend_schema(request=None, responses={200: RunSerializer, **ERRORS})
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         session = self.session(session_id)
         _run_of(session, run_id)
@@ -182,6 +189,11 @@ class RunCancelView(HelixAPIView):
         return Response(RunSerializer(run).data)
 
 
+@extend_schema(
+    methods=["POST"],
+    request=ToolResultsSerializer,
+    responses={200: OpenApiResponse(description="Submit accepted"), **ERRORS},
+)
 class ToolResultsView(HelixAPIView):
     """``POST sessions/<id>/runs/<run_id>/tool-results``: submit client-tool results and approvals.
 
@@ -190,9 +202,6 @@ class ToolResultsView(HelixAPIView):
     for a late submit; 400 ``validation_error`` for an invalid result.
     """
 
-    @extend_schema(
-        request=ToolResultsSerializer, responses={200: OpenApiResponse(description="Submit accepted"), **ERRORS}
-    )
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         session = self.session(session_id)
         _run_of(session, run_id)
