@@ -11,10 +11,11 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.errors import RunCancelledError, RunInterruptedError, StreamConnectionError, StreamFenceError
-from helix_django.models import Checkpoint, CheckpointKind, Run, RunStatus
+from helix_django.models import Checkpoint, CheckpointKind, Run, RunStatus, ToolExecution
 from helix_django.protocol import RUN_KEY
 from helix_django.recovery.partial import (
     PartialOutput,
@@ -108,6 +109,8 @@ async def ainterrupt(run: Run, partial: PartialOutput, *, stage: str, cause: str
         partial_chars=partial.text_chars,
         chunk_count=partial.chunk_count,
         tools_unknown=tools_unknown,
+        tools_completed=await ToolExecution.objects.filter(run_id=run.id, status="succeeded").acount(),
+        elapsed_ms=int((timezone.now() - run.started_at).total_seconds() * 1000) if run.started_at else None,
     )
     return ended
 
@@ -169,7 +172,6 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
 
     Raises RunSupersededError when the run changed meanwhile.
     """
-    from django.utils import timezone
 
     await store.arecord_recovery(
         run.id,

@@ -125,6 +125,7 @@ def test_logs_carry_no_prompt_or_answer_text(caplog, settings):
     } <= names
     interrupted = next(r for r in events if r.helix_event == "run.interrupted")
     assert interrupted.helix_fields["run_id"] == flight.run_id and interrupted.helix_fields["partial_chars"] == 30
+    assert interrupted.helix_fields["tools_completed"] == 1 and interrupted.helix_fields["elapsed_ms"] >= 0
     secrets = ("SECRET-PROMPT", "CONFIDENTIAL-ANSWER", "ten seconds", "SECRET-ARG", "TOOL-RESULT-XYZ", USER_TEXT[:20])
     for record in caplog.records:
         rendered = " ".join([record.getMessage(), repr(record.args), repr(getattr(record, "helix_fields", ""))])
