@@ -28,11 +28,15 @@ def recover() -> str:
     return out.getvalue()
 
 
-def kill_at(server_factory, options, condition, **kwargs):
-    """Start a server, send, disconnect, wait until ``condition(chat)`` holds in the persisted state, SIGKILL."""
+def kill_at(server_factory, options, condition, *, client_sees=None, **kwargs):
+    """Start a server, send, then SIGKILL it once ``condition(chat)`` holds in the persisted state.
+
+    With ``client_sees``, the client reads the live SSE response until ``client_sees(chat)``
+    holds for what it rendered, and the server is killed under the open response.
+    """
     server = server_factory(helix=agent(options, **kwargs))
     chat = LiveChat(server, user_token())
-    chat.send()
+    assert chat.send(until=client_sees)
     chat.wait_for(condition)
     server.kill()
     run = chat.run()
@@ -66,9 +70,12 @@ def test_killed_before_the_first_token(daphne_server_factory):
 
 def test_killed_after_the_first_token_then_resume_gets_a_typed_error(daphne_server_factory):
     server, chat, run = kill_at(
-        daphne_server_factory, {"TEXT": REPLY, "PACE_TPS": 15}, lambda c: bool(c.persisted_text())
+        daphne_server_factory,
+        {"TEXT": REPLY, "PACE_TPS": 15},
+        lambda c: bool(c.persisted_text()),
+        client_sees=lambda c: bool(c.text),
     )
-    seen = chat.persisted_text()
+    seen, cursor = chat.text, chat.chunks[-1][0]
     assert "interrupted=1" in recover()
     run.refresh_from_db()
     row = Message.objects.get(session_id=chat.session_id, position=1)
@@ -76,10 +83,10 @@ def test_killed_after_the_first_token_then_resume_gets_a_typed_error(daphne_serv
     assert row.text.startswith(seen) and REPLY.startswith(row.text) and row.text != REPLY
     assert run.partial_chars == len(row.text)
     server.start()
-    start = Run.objects.get(pk=run.id).start_sequence
-    answer = chat.resume(start + 1)
+    answer = chat.resume(cursor)  # the client re-attaches from the last sequence it rendered
     if isinstance(answer, list):  # the stream's tail: the rest of the partial, then the typed error
-        assert answer[-1]["type"] == "error"
+        assert answer[-1]["type"] == "error" and answer[-1].get("errorText")
+        assert seen + "".join(c.get("delta", "") for c in answer if c["type"] == "text-delta") == row.text
     else:
         body = answer.json()
         assert answer.status_code == 409 and body["code"] == "run_interrupted" and body["retryable"] is True
@@ -88,12 +95,16 @@ def test_killed_after_the_first_token_then_resume_gets_a_typed_error(daphne_serv
 
 def test_killed_after_ninety_percent_then_continue_is_a_new_generation(daphne_server_factory, settings):
     server, chat, run = kill_at(
-        daphne_server_factory, {"TEXT": REPLY, "PACE_TPS": 30}, lambda c: len(c.persisted_text()) >= 0.9 * len(REPLY)
+        daphne_server_factory,
+        {"TEXT": REPLY, "PACE_TPS": 30},
+        lambda c: len(c.persisted_text()) >= 0.9 * len(REPLY),
+        client_sees=lambda c: len(c.text) >= 0.9 * len(REPLY),
     )
     recover()
     run.refresh_from_db()
     assert run.status == "interrupted" and run.partial_chars >= 0.9 * len(REPLY)
     partial = Message.objects.get(session_id=chat.session_id, position=1).text
+    assert partial.startswith(chat.text)  # everything the client saw is kept
     settings.HELIX = agent({"TEXT": "and that is the end."})
     result = async_to_sync(aperform)(inv.CONTINUE, run.id, wait_seconds=20)
     assert result.outcome == "started:completed" and result.new_run_id != run.id
