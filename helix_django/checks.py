@@ -32,7 +32,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     for alias, entry in (helix_settings.STREAM_MANAGERS or {}).items():
         path = entry.get("BACKEND", "") if isinstance(entry, dict) else ""
         try:
-            import_string(path)
+            backend = import_string(path)
         except ImportError:
             messages.append(
                 Error(
@@ -43,6 +43,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
             continue
         uses_database = uses_database or path.endswith("DatabaseStreamManager")
+        messages.extend(backend(alias, entry.get("OPTIONS", {})).check())  # the backend validates its OPTIONS
     for name, agent in (helix_settings.AGENTS or {}).items():
         path = (agent.get("PROVIDER") or {}).get("BACKEND", "") if isinstance(agent, dict) else ""
         try:

@@ -15,7 +15,7 @@ from tests.conftest import redis_url
 from tests.scale.services import RedisServer, free_port
 from tests.streams.conftest import redis_options
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.redis]
+pytestmark = [pytest.mark.redis]
 
 TIMEOUT = 10
 BACKEND = "helix_django.streams.redis.RedisStreamManager"
@@ -269,3 +269,14 @@ async def test_a_reader_built_directly_wakes_through_pubsub_started_by_its_first
     finally:
         await writer.aclose()
         await other.aclose()
+
+
+def test_a_connection_alias_that_is_not_a_django_redis_cache_is_a_check_error():
+    from django.core.checks import run_checks
+
+    bad = {"default": {"BACKEND": BACKEND, "OPTIONS": {"CONNECTION_ALIAS": "default"}}}
+    with override_settings(HELIX={"STREAM_MANAGERS": bad}):
+        assert "helix_django.E010" in [m.id for m in run_checks()]
+    good = {"default": {"BACKEND": BACKEND, "OPTIONS": {"CONNECTION_ALIAS": "helix"}}}
+    with override_settings(HELIX={"STREAM_MANAGERS": good}):
+        assert "helix_django.E010" not in [m.id for m in run_checks()]
