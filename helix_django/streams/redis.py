@@ -22,7 +22,6 @@ import asyncio
 import json
 import logging
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -117,7 +116,8 @@ class RedisStreamManager(BaseStreamManager):
         self.connection_alias = self.options.get("CONNECTION_ALIAS", "default")
         self.key_prefix = self.options.get("KEY_PREFIX", "helix:stream")
         self.channel = f"{self.key_prefix}:notify"
-        self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = weakref.WeakKeyDictionary()
+        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
+        """Clients per event loop; states of closed loops (``async_to_sync`` calls) are dropped."""
 
     @property
     def ttl_seconds(self) -> int:
@@ -154,6 +154,8 @@ class RedisStreamManager(BaseStreamManager):
         loop = asyncio.get_running_loop()
         state = self._states.get(loop)
         if state is None:
+            for closed in [other for other in self._states if other.is_closed()]:
+                del self._states[closed]
             connection_class, kwargs = self._client_kwargs()
             timeout = float(self.options.get("SOCKET_TIMEOUT", 5))
             kwargs.setdefault("socket_connect_timeout", timeout)

@@ -280,3 +280,13 @@ def test_a_connection_alias_that_is_not_a_django_redis_cache_is_a_check_error():
     good = {"default": {"BACKEND": BACKEND, "OPTIONS": {"CONNECTION_ALIAS": "helix"}}}
     with override_settings(HELIX={"STREAM_MANAGERS": good}):
         assert "helix_django.E010" not in [m.id for m in run_checks()]
+
+
+def test_clients_of_finished_event_loops_are_dropped():
+    from asgiref.sync import async_to_sync
+
+    manager = make()
+    for _ in range(3):
+        assert async_to_sync(manager.get_info)("missing") is None
+    # Each async_to_sync call ran on its own short-lived loop: at most the last one is kept.
+    assert len(manager._states) <= 1
