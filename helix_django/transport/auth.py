@@ -24,6 +24,7 @@ from django.http import HttpResponse
 from django.utils.functional import SimpleLazyObject
 from rest_framework import exceptions
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
@@ -53,6 +54,20 @@ class _ThrottleScope:
     throttle_scope = "helix_chat"
 
 
+class _UnparsedBody(BaseParser):
+    """Let Django's CSRF check read ``request.POST`` of a JSON body without parsing it.
+
+    The chat route reads and validates its body itself (``parse_chat_request``); DRF only
+    authenticates here. Without a parser, session-authenticated POSTs with a JSON body failed
+    with ``UnsupportedMediaType`` (a 500) as soon as the CSRF check touched ``request.POST``.
+    """
+
+    media_type = "*/*"
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> dict[str, Any]:
+        return {}
+
+
 def _no_response(request: Any) -> None:
     return None
 
@@ -62,7 +77,9 @@ def _authenticate_sync(scope: dict[str, Any], body: bytes, create_anonymous: boo
     middleware = SessionMiddleware(_no_response)
     middleware.process_request(request)
     request.user = SimpleLazyObject(lambda: get_user(request))
-    drf_request = Request(request, authenticators=[SessionAuthentication(), TokenAuthentication()])
+    drf_request = Request(
+        request, parsers=[_UnparsedBody()], authenticators=[SessionAuthentication(), TokenAuthentication()]
+    )
     try:
         user = drf_request.user
         if not user.is_authenticated:
