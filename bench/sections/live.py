@@ -9,13 +9,15 @@ evenly like independent provider streams, without one timer task per generation.
 
 Per configuration: p50/p99 of the delay from ``write()`` (the provider emitted the
 delta) to the reader receiving it, CPU seconds per 1 000 delivered chunks (process time,
-all threads), resident memory per generation+reader pair. The baseline is the same
-schedule with an ``asyncio.Queue`` per reader instead of the stream manager (what the
+all threads), Python heap allocated per open generation+reader pair (tracemalloc while
+opening them; RSS growth is hidden by memory freed in earlier repeats). The baseline is
+the same schedule with an ``asyncio.Queue`` per reader instead of the stream manager (what the
 event loop alone costs at that load). Target: p99 < 100 ms at 500 generations on the
 database manager with SQLite.
 
-Until the runtime and transport land this measures the stream-manager layer only; the
-SSE variant of this section is reported separately by the ``e2e`` section.
+This is the stream-manager layer (writer, manager, reader) in one process; the same
+load through the runtime and daphne's SSE route is the ``sse`` section. Both writer
+variants run: as the runtime configures it, and with ``coalesce_deltas=True``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable
 
 from bench.config import DATABASE_BACKEND, Sizes
@@ -38,24 +41,16 @@ TARGET_RUNS = 500
 PHASES = 10
 
 
-def rss_bytes() -> int:
-    """Return this process's resident set size (bytes, from /proc)."""
-    with open("/proc/self/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 class Result:
-    """Delays (ms), delivered chunk count, CPU seconds and peak RSS growth of one configuration."""
+    """Delays (ms), delivered chunk count, CPU seconds and heap growth of one configuration."""
 
     def __init__(self) -> None:
         self.delays: list[float] = []
         self.chunks = 0
         """Chunks the readers received (fewer than tokens when deltas were coalesced)."""
         self.cpu_seconds = 0.0
-        self.rss_growth = 0
+        self.heap_growth = 0
+        """Python heap bytes allocated by opening the writers and parking the readers (tracemalloc)."""
 
     def percentile(self, q: float) -> float:
         """Return the ``q`` quantile (0..1) of the delays, in ms."""
@@ -82,16 +77,16 @@ async def _measure(setup: Callable, runs: int, readers_per_run: int, sizes: Size
     """Run one configuration built by ``setup(runs, readers_per_run, result)``."""
     result = Result()
     tokens = max(1, int(sizes.live_seconds * sizes.live_tokens_per_second))
-    rss_before = rss_bytes()
+    tracemalloc.start()
+    heap_before = tracemalloc.get_traced_memory()[0]
     cpu_before = time.process_time()
     emitters, reader_tasks, finish = await setup(runs, readers_per_run, result)
-    peak = rss_bytes()
+    result.heap_growth = max(0, tracemalloc.get_traced_memory()[0] - heap_before)
+    tracemalloc.stop()
     await _ticker(emitters, tokens, sizes.live_tokens_per_second)
-    peak = max(peak, rss_bytes())
     await finish()
     await asyncio.wait_for(asyncio.gather(*reader_tasks), timeout=60 + sizes.live_seconds * 10)
     result.cpu_seconds = time.process_time() - cpu_before
-    result.rss_growth = max(0, peak - rss_before)
     expected = runs * readers_per_run * tokens
     assert len(result.delays) == expected, f"readers got {len(result.delays)} of {expected} tokens"
     return result
@@ -205,10 +200,10 @@ def _rows(name: str, values: dict[str, list[float]], bases: dict[str, list[float
         ),
         Row(
             NAME,
-            f"{name}: RSS per run+reader",
-            value=Stat.of(values["rss"], "KiB"),
+            f"{name}: heap per open run+reader",
+            value=Stat.of(values["heap"], "KiB"),
             baseline_name=queue,
-            baseline=Stat.of(bases["rss"], "KiB"),
+            baseline=Stat.of(bases["heap"], "KiB"),
         ),
     ]
 
@@ -219,7 +214,7 @@ def _summary(result: Result, pairs: int) -> dict[str, float]:
         "p99": result.percentile(0.99),
         "cpu": result.cpu_seconds / max(1, len(result.delays)) * 1000,
         "chunks_per_token": result.chunks / max(1, len(result.delays)),
-        "rss": result.rss_growth / 1024 / max(1, pairs),
+        "heap": result.heap_growth / 1024 / max(1, pairs),
     }
 
 
@@ -233,7 +228,7 @@ async def run(sizes: Sizes) -> list[Row]:
     repeats = max(1, min(sizes.repeats, 3))
     rows: list[Row] = []
     for runs, readers in configs:
-        keys = ("p50", "p99", "cpu", "chunks_per_token", "rss")
+        keys = ("p50", "p99", "cpu", "chunks_per_token", "heap")
         values = {variant: {k: [] for k in keys} for variant, _ in VARIANTS}
         bases: dict[str, list[float]] = {k: [] for k in keys}
         for _ in range(repeats):
