@@ -1,0 +1,97 @@
+"""A resume in the run-start window waits for the run to go live, then streams it (daphne + channels_redis).
+
+The run is started and later claimed by *this* test process, like a worker process would;
+the server learns of the claim through the Channels layer's cross-process wake-ups.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+
+import httpx
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+
+from helix_django import store
+from helix_django.streams import get_stream_manager, reset_stream_managers
+from tests.conftest import redis_url
+from tests.transport.conftest import chat_url, new_session_id, read_sse, user_message
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def layer(prefix: str) -> dict:
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": redis_url(), "socket_timeout": 10}], "prefix": prefix},
+        }
+    }
+
+
+def test_resume_in_the_run_start_window_waits_for_live_then_streams(daphne_server_factory, users):
+    prefix = f"helix-t-{uuid.uuid4().hex[:8]}"
+    server = daphne_server_factory(
+        settings_module="tests.scale.settings",
+        env={"HELIX_TEST_LAYER_PREFIX": prefix},
+        helix={"LIVE_WAIT_TIMEOUT_MS": 15_000},
+    )
+    user, headers = users["a"]
+    sid = new_session_id()
+    store.get_or_create_session(sid, owner_id=user.pk)
+    started = store.start_run(store.RunStartRequest(session_id=sid, input_messages=[user_message("hi")]))
+    run = started.run
+    result = {}
+
+    def resume():
+        with httpx.Client(headers=headers, timeout=20) as client:
+            result["sse"] = read_sse(client, "GET", chat_url(server, sid), headers={"X-Resume-From-Sequence": "0"})
+            result["at"] = time.monotonic()
+
+    with override_settings(CHANNEL_LAYERS=layer(prefix)):
+        reset_stream_managers()
+        reader = threading.Thread(target=resume)
+        reader.start()
+        time.sleep(1.0)  # the resume is parked in the run-start window
+        assert "sse" not in result
+        claimed_at = time.monotonic()
+        manager = get_stream_manager()
+        tag = {"_run": run.id}
+        chunks = [
+            {
+                "type": "helix-run-start",
+                "runId": run.id,
+                "kind": "send",
+                "attempt": 1,
+                "messageId": run.response_message_id,
+            },
+            {"type": "start", "messageId": run.response_message_id},
+            {"type": "start-step", "_attempt": "att_1", "_step": 1},
+            {"type": "text-start", "id": "t", "_attempt": "att_1", "_step": 1},
+            {"type": "text-delta", "id": "t", "delta": "live now", "_attempt": "att_1", "_step": 1},
+            {"type": "text-end", "id": "t", "_attempt": "att_1", "_step": 1},
+            {"type": "finish-step", "_attempt": "att_1", "_step": 1},
+            {"type": "finish"},
+            {"type": "helix-run-end", "status": "completed"},
+        ]
+
+        async def write_like_a_worker():
+            await manager.claim_stream(sid, run.id, epoch=started.checkpoint.id)
+            await manager.append(sid, run.id, [{**c, **tag} for c in chunks[:5]])
+            await asyncio.sleep(0.3)
+            await manager.append(sid, run.id, [{**c, **tag} for c in chunks[5:]])
+            await manager.end_stream(sid, run.id)
+            await asyncio.sleep(0.5)  # let the layer deliver the last wake-ups before this loop closes
+
+        async_to_sync(write_like_a_worker)()
+        reader.join(20)
+        reset_stream_managers()
+    sse = result["sse"]
+    assert sse.status == 200 and sse.done
+    assert result["at"] - claimed_at < 5  # woken by the claim, not by the 15 s fail-safe
+    assert sse.chunks[0] == {"type": "start", "messageId": run.response_message_id}
+    assert sse.text == "live now"
