@@ -119,10 +119,8 @@ DEMO_PACE = float(os.environ.get("HELIX_DEMO_PACE", "40"))
 if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
     _provider = {
         "BACKEND": "helix_django.runtime.providers.openai.OpenAIProvider",
-        "OPTIONS": {
-            "base_url": os.environ.get("OPENAI_BASE_URL") or None,
-            "api_key": os.environ.get("OPENAI_API_KEY") or "not-needed",
-        },
+        # API_KEY None: the provider reads OPENAI_API_KEY itself (a local server needs none).
+        "OPTIONS": {"BASE_URL": os.environ.get("OPENAI_BASE_URL") or None, "API_KEY": None},
     }
     _model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
 else:
