@@ -218,9 +218,11 @@ def test_regenerate_creates_a_second_attempt_and_keeps_the_first(staff_client, v
     assert history(flight.run_id) == [f"Recovery action: Regenerate -> started (new generation {runs[1].id})"]
 
 
-def test_continue_starts_a_new_generation_from_the_partial(staff_client, settings):
+def test_continue_starts_a_new_generation_from_the_partial(staff_client, viewer_client, settings):
     settings.HELIX = SCRIPTED
     flight = interrupted("s-continue", text="The first half, ")
+    assert viewer_client.post(action_url(flight.run_id, inv.CONTINUE)).status_code == 403
+    assert Run.objects.filter(session_id="s-continue").count() == 1 and history(flight.run_id) == []
     staff_client.post(action_url(flight.run_id, inv.CONTINUE))
     wait_done("s-continue")
     runs = list(Run.objects.filter(session_id="s-continue").order_by("created_at"))
