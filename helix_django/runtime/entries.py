@@ -8,13 +8,19 @@ stream ends (never fails), and nothing resumes it on its own.
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 from django.utils import timezone
 
 from helix_django import store
 from helix_django.errors import (
+    FrameworkInternalError,
+    HelixError,
+    HistoryIncompleteError,
     InvalidToolResultError,
     RunNotActionableError,
     RunNotFoundError,
@@ -27,9 +33,34 @@ from helix_django.runtime.agents import get_agent
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.streams import get_stream_manager
 
+logger = logging.getLogger(__name__)
+
 #: Seconds an entry point waits for a local run task to end after cancelling it.
 CANCEL_WAIT_SECONDS = 15.0
 NO_RESULT_TEXT = "This tool call has no recorded result"
+
+
+def typed(method: Any) -> Any:
+    """Make an entry point raise typed HelixErrors only (STYLE, "Errors"; internals, "Runtime").
+
+    A database failure becomes a retryable ``state_history_incomplete`` (``store_error``),
+    anything else a ``framework_internal_error``; neither keeps the cause's text.
+    """
+
+    @functools.wraps(method)
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(*args, **kwargs)
+        except HelixError:
+            raise
+        except DatabaseError as exc:
+            logger.warning("executor %s: database failure %s", method.__name__, type(exc).__name__)
+            raise HistoryIncompleteError(cause="store_error") from exc
+        except Exception as exc:
+            logger.error("executor %s failed: %s", method.__name__, type(exc).__name__)
+            raise FrameworkInternalError() from exc
+
+    return wrapper
 
 
 def _get_run(session_id: str, run_id: str) -> Run:
@@ -76,7 +107,10 @@ class EntriesMixin:
     async def _wait_claimed(self, run_id: str) -> None:
         entry = self._entries.get(run_id)
         if entry is not None:
-            await asyncio.wait_for(asyncio.wrap_future(entry.claimed), CANCEL_WAIT_SECONDS)
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(entry.claimed)), CANCEL_WAIT_SECONDS)
+            except asyncio.TimeoutError:
+                pass  # the caller waits for the stream to go live (002, "The run-start window")
 
     async def _retire_if_dead(self, run: Run) -> bool:
         """End a live run nobody executes any more as ``interrupted``; False if it is still executing.
@@ -98,6 +132,7 @@ class EntriesMixin:
 
     # --- cancel ----------------------------------------------------------------------------
 
+    @typed
     async def cancel(self, *, session: ChatSession, run_id: str) -> Run:
         """Cancel a live run: status ``cancelled`` with ``cancel_requested_at`` and the provider's answer.
 
@@ -125,7 +160,10 @@ class EntriesMixin:
         if entry is not None and entry.task is not None and not entry.done.done():
             entry.loop.is_cancel_requested = True
             entry.event_loop.call_soon_threadsafe(entry.task.cancel)
-            await asyncio.wait_for(asyncio.wrap_future(entry.done), CANCEL_WAIT_SECONDS)
+            try:
+                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(entry.done)), CANCEL_WAIT_SECONDS)
+            except asyncio.TimeoutError:
+                logger.warning("run %s: cancel requested, task still ending", run.id)
         else:
             await self._cancel_detached(run, answer)
         return await aget_run(session.id, run_id)
@@ -146,6 +184,7 @@ class EntriesMixin:
 
     # --- client tools and approvals --------------------------------------------------------
 
+    @typed
     async def submit_tool_results(
         self, *, session: ChatSession, run_id: str, results: list[dict[str, Any]], user: Any = None
     ) -> RunHandle | None:

@@ -30,6 +30,7 @@ from helix_django import store
 from helix_django.conf import helix_settings
 from helix_django.errors import (
     AlreadyRunningError,
+    FrameworkInternalError,
     HelixError,
     RunNotActionableError,
     RunNotFoundError,
@@ -44,7 +45,7 @@ from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.context import to_provider_messages
-from helix_django.runtime.entries import acurrent_run
+from helix_django.runtime.entries import acurrent_run, typed
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
@@ -91,6 +92,7 @@ class LocalExecutor(RestartsMixin):
 
     # --- sends -----------------------------------------------------------------------------
 
+    @typed
     async def execute(
         self,
         session: ChatSession,
@@ -222,6 +224,10 @@ class LocalExecutor(RestartsMixin):
             entry.claimed.set_result(False)
             entry.done.set_result(RunStatus.FAILED)
             await self._abort_start(run, exc)
+            if isinstance(exc, Exception) and not isinstance(exc, RunSupersededError):
+                # The run-start commit landed: never a retryable answer, a re-send would
+                # append the message twice (002, "Wire errors").
+                raise FrameworkInternalError(cause="after_run_start") from exc
             raise
         await self._dispatch(entry, loop)
         entry.claimed.set_result(True)

@@ -17,7 +17,7 @@ from helix_django import store
 from helix_django.errors import AlreadyRunningError, RunNotActionableError
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.runtime import requests as rq
-from helix_django.runtime.entries import NO_RESULT_TEXT, EntriesMixin, acurrent_run, aget_run
+from helix_django.runtime.entries import NO_RESULT_TEXT, EntriesMixin, acurrent_run, aget_run, typed
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
 
@@ -25,6 +25,7 @@ from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
 class RestartsMixin(EntriesMixin):
     """Regenerate / Continue for :class:`~helix_django.runtime.executor.LocalExecutor`."""
 
+    @typed
     async def regenerate(
         self, *, session: ChatSession, request_key: str | None = None, user: Any = None, supersede_live: bool = False
     ) -> RunHandle:
@@ -75,6 +76,7 @@ class RestartsMixin(EntriesMixin):
 
         return await self._launch(session, Launch(request, resync), user=user)
 
+    @typed
     async def continue_run(self, *, session: ChatSession, run_id: str, user: Any = None) -> RunHandle:
         """Start a new run that continues the partial answer of an interrupted/failed/cancelled run ("Continue").
 

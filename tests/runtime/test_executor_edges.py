@@ -170,3 +170,46 @@ async def test_a_send_while_another_process_runs_is_refused(executor, session, u
         assert (info.status, info.end_status) == ("ended", "cancelled")
     finally:
         other.close()
+
+
+async def test_a_database_failure_before_the_run_start_commit_is_retryable_and_typed(
+    executor, session, use_agents, monkeypatch
+):
+    """Fault injection: the database refuses the run-start commit (an outage cannot be staged here)."""
+    from django.db import OperationalError
+
+    from helix_django import store as store_module
+    from helix_django.errors import HistoryIncompleteError
+
+    async def refuse(request):
+        raise OperationalError("database is locked: secret detail")
+
+    use_agents(default=agent())
+    monkeypatch.setattr(store_module, "astart_run", refuse)
+    with pytest.raises(HistoryIncompleteError) as caught:
+        await executor.execute(session, [user_message("hi")])
+    body = caught.value.to_body()
+    assert (body["code"], body["retryable"], body["cause"], caught.value.status) == (
+        "state_history_incomplete",
+        True,
+        "store_error",
+        503,
+    )
+    assert "secret" not in str(body)
+
+
+async def test_a_failure_after_the_run_start_commit_is_never_retryable(executor, session, use_agents, monkeypatch):
+    """Fault injection: the stream backend fails the claim after the run was committed."""
+    from helix_django.errors import FrameworkInternalError, StreamConnectionError
+
+    async def broken_claim(*args, **kwargs):
+        raise StreamConnectionError(cause="claim")
+
+    use_agents(default=agent())  # (re)builds the stream managers: patch the one in use after it
+    monkeypatch.setattr(get_stream_manager(), "claim_stream", broken_claim)
+    with pytest.raises(FrameworkInternalError) as caught:
+        await executor.execute(session, [user_message("hi")])
+    assert caught.value.status == 500 and caught.value.to_body()["retryable"] is False
+    run = await Run.objects.aget(session_id=session.id)
+    assert run.status == "failed" and run.error_code == "transport_stream_connection"
+    assert [m["role"] for m in await rows(session.id)] == ["user"]  # the turn is kept: a re-send is not needed
