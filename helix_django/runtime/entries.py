@@ -252,9 +252,11 @@ class EntriesMixin:
         if run is None or run.response_message_id != message["id"]:
             raise ValidationError("No pending tool calls for this message", cause="no_pending_tools")
         if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-            handle = await self.submit_tool_results(
-                session=session, run_id=run.id, results=rq.tool_answers(message), user=user
-            )
+            # The message also carries the settled calls of earlier steps (and earlier runs of
+            # this message): only the answers to calls this run waits for are submitted.
+            pending = {e.tool_call_id for e in await rq.apending_tool_executions(run.id)}
+            answers = [a for a in rq.tool_answers(message) if a["toolCallId"] in pending]
+            handle = await self.submit_tool_results(session=session, run_id=run.id, results=answers, user=user)
             if handle is not None:
                 return handle
             info = await get_stream_manager().get_info(session.stream_id)

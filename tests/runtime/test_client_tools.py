@@ -134,3 +134,30 @@ async def test_approval_requested_then_answered(executor, session, use_agents, a
     else:
         assert toolbox.calls["delete_file"] == 0
         assert part["state"] == "output-denied"
+
+
+async def test_client_tools_in_consecutive_steps_of_one_message(executor, session, use_agents):
+    steps = [
+        {"TOOL_CALLS": [{"id": "c-1", "name": "pick_color", "arguments": {"prompt": "wall"}}]},
+        {"TEXT": "And the door?", "TOOL_CALLS": [{"id": "c-2", "name": "pick_color", "arguments": {"prompt": "door"}}]},
+        {"TEXT": "All set."},
+    ]
+    use_agents(default=agent({"STEPS": steps}, tools=[PICK]))
+    first = await executor.execute(session, [user_message("Paint")])
+    assert await executor.wait(first.run_id, 10) == "suspended_client_tool"
+    history = await rows(session.id)
+    second = await executor.execute(session, [history[0], answered(history[1], {"c-1": {"color": "blue"}})])
+    assert await executor.wait(second.run_id, 10) == "suspended_client_tool"
+    history = await rows(session.id)
+    # The browser sends the whole message again: c-1 (answered in an earlier run) and c-2.
+    third = await executor.execute(
+        session, [history[0], answered(history[1], {"c-1": {"color": "blue"}, "c-2": {"color": "red"}})]
+    )
+    assert await executor.wait(third.run_id, 10) == "completed"
+    reply = (await rows(session.id))[1]
+    assert reply["id"] == first.response_message_id
+    outputs = [p["output"] for p in reply["parts"] if p["type"] == "tool-pick_color"]
+    assert outputs == [{"color": "blue"}, {"color": "red"}]
+    assert text(reply) == "And the door?All set."
+    kinds = [r.kind async for r in Run.objects.filter(session_id=session.id).order_by("created_at")]
+    assert kinds == ["send", "tool_result", "tool_result"]
