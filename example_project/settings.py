@@ -34,6 +34,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    # Token authentication for API clients (a React app on another origin, scripts):
+    # helix_django's chat route accepts DRF session and token authentication.
+    "rest_framework.authtoken",
     "channels",
     "helix_django",
     "example_project.chat",
