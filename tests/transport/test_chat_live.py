@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 
@@ -24,9 +26,18 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def server(daphne_server_factory):
-    """A server whose scripted reply streams at 150 words/s (about 0.4 s per reply)."""
-    return daphne_server_factory(helix=agent_settings(TEXT=REPLY, PACE_TPS=150))
+def server(shared_server):
+    """The module's server: the scripted reply streams at 150 words/s (about 0.4 s per reply).
+
+    Runs a test leaves going are waited for, so the next test's database flush never races them.
+    """
+    yield shared_server
+    from helix_django.models import LIVE_STATUSES
+
+    for _ in range(300):
+        if not Run.objects.filter(status__in=LIVE_STATUSES).exists():
+            return
+        time.sleep(0.02)
 
 
 @pytest.fixture
@@ -46,8 +57,6 @@ def wait_finished(client, server, session_id):
         snap = snapshot(client, server, session_id)
         if snap["status"] in ("ended", "failed"):
             return snap
-        import time
-
         time.sleep(0.05)
     raise AssertionError("run did not finish")
 
@@ -248,3 +257,14 @@ def test_client_disconnect_does_not_stop_the_run(server, client):
     snap = wait_finished(client, server, sid)
     assert snap["status"] == "ended" and snap["runStatus"] == "completed"
     assert "".join(p.get("text", "") for p in snap["messages"][-1]["parts"]) == REPLY
+
+
+def test_a_post_whose_user_message_is_already_committed_attaches_instead_of_sending(server, client):
+    sid = new_session_id()
+    message = user_message("hi")
+    read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [message]), stop_after=2)
+    again = read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [message]))
+    assert again.status == 200 and again.done and again.text == REPLY
+    assert Run.objects.filter(session_id=sid).count() == 1
+    wait_finished(client, server, sid)
+    assert read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [message])).status == 204
