@@ -114,6 +114,7 @@ export class HelixChat extends EventTarget {
     headers,
     reattach = {},
     snapshotBackoffMs,
+    stallMs = 45_000,
   } = {}) {
     super();
     this.sessionId = sessionId;
@@ -122,6 +123,9 @@ export class HelixChat extends EventTarget {
     this.extraHeaders = typeof headers === "function" ? headers : () => headers || {};
     this.reattach = { maxAttempts: 10, baseDelayMs: 400, maxDelayMs: 4000, ...reattach };
     this.snapshotBackoffMs = snapshotBackoffMs;
+    // No byte (not even a ": keep-alive" heartbeat, sent every HEARTBEAT_SECONDS) for this
+    // long means the connection is dead without having said so: treat it as a drop.
+    this.stallMs = stallMs;
     this.committed = [];
     this.live = null;
     this.pending = null;
@@ -328,8 +332,16 @@ export class HelixChat extends EventTarget {
   async consume(gen, body, controller) {
     const result = { terminal: false, received: 0 };
     let inReplay = false;
+    let lastBytesAt = Date.now();
+    let stalled = false;
+    const watchdog = setInterval(() => {
+      if (Date.now() - lastBytesAt > this.stallMs) {
+        stalled = true;
+        controller.abort();
+      }
+    }, Math.min(1000, this.stallMs));
     try {
-      for await (const frame of readEventStream(body)) {
+      for await (const frame of readEventStream(body, { onBytes: () => (lastBytesAt = Date.now()) })) {
         if (gen !== this.gen) return { stale: true };
         if (frame.data === "[DONE]") {
           result.terminal = true;
@@ -374,8 +386,10 @@ export class HelixChat extends EventTarget {
         this.emit();
       }
     } catch (error) {
-      if (controller.signal.aborted || gen !== this.gen) return { stale: true };
-      return result; // a body read that fails is a drop
+      if (gen !== this.gen || (controller.signal.aborted && !stalled)) return { stale: true };
+      return result; // a body read that fails (or stalls) is a drop
+    } finally {
+      clearInterval(watchdog);
     }
     return result;
   }
@@ -653,6 +667,7 @@ export class HelixChat extends EventTarget {
 
   /** POST a JSON action, then re-anchor on the snapshot (and resume if a run went live). */
   async action(url, payload, { follow = true } = {}) {
+    if (follow) this.setStatus("submitted");
     let response;
     try {
       response = await this.fetchImpl(url, {

@@ -14,9 +14,10 @@ const decoderOptions = { ignoreBOM: false };
 /**
  * Split an event stream into frames.
  * @param {ReadableStream<Uint8Array>} body  a fetch Response body
+ * @param {{onBytes?: () => void}} [options]  onBytes is called for every read (heartbeats included)
  * @returns {AsyncGenerator<{id: string|null, event: string, data: string}>}
  */
-export async function* readEventStream(body) {
+export async function* readEventStream(body, { onBytes } = {}) {
   const reader = body.getReader();
   const decoder = new TextDecoder("utf-8", decoderOptions);
   let buffer = "";
@@ -25,6 +26,7 @@ export async function* readEventStream(body) {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
+      onBytes?.();
       buffer += decoder.decode(value, { stream: true });
       let lineEnd;
       while ((lineEnd = findLineEnd(buffer)) !== null) {
