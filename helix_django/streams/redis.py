@@ -23,14 +23,9 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import redis
-import redis.asyncio as aioredis
 from django.core.checks import CheckMessage, Error
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisError, ResponseError
 
 from helix_django.errors import StreamConnectionError, StreamFenceError
@@ -46,28 +41,11 @@ from helix_django.streams.base import (
     StreamInfo,
     raise_connection_error,
 )
+from helix_django.streams.redis_connections import LoopState, RedisConnections
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_KWARGS = (
-    "host",
-    "port",
-    "db",
-    "username",
-    "password",
-    "path",
-    "client_name",
-    "socket_connect_timeout",
-    "socket_keepalive",
-    "socket_keepalive_options",
-    "ssl_keyfile",
-    "ssl_certfile",
-    "ssl_cert_reqs",
-    "ssl_ca_certs",
-    "ssl_check_hostname",
-)
 
 
 def _dumps(chunk: Chunk) -> str:
@@ -89,15 +67,6 @@ def _info(stream_id: str, values: Sequence[str | None]) -> StreamInfo | None:
     )
 
 
-@dataclass
-class _LoopState:
-    client: aioredis.Redis
-    pubsub_client: aioredis.Redis
-    scripts: dict[str, Any]
-    ready: asyncio.Event = field(default_factory=asyncio.Event)
-    listener: asyncio.Task[None] | None = None
-
-
 class RedisStreamManager(BaseStreamManager):
     """Stream manager on Redis Streams (DESIGN, "Stream manager contract"; 002, "Key concepts").
 
@@ -116,8 +85,8 @@ class RedisStreamManager(BaseStreamManager):
         self.connection_alias = self.options.get("CONNECTION_ALIAS", "default")
         self.key_prefix = self.options.get("KEY_PREFIX", "helix:stream")
         self.channel = f"{self.key_prefix}:notify"
-        self._states: dict[asyncio.AbstractEventLoop, _LoopState] = {}
-        """Clients per event loop; states of closed loops (``async_to_sync`` calls) are dropped."""
+        self.connections = RedisConnections(self.connection_alias, self.options, self.channel, self.notifier)
+        """Clients and notify listener per event loop (:mod:`.redis_connections`)."""
 
     @property
     def ttl_seconds(self) -> int:
@@ -136,51 +105,14 @@ class RedisStreamManager(BaseStreamManager):
 
     # --- connections ---------------------------------------------------------------------
 
-    def _client_kwargs(self) -> tuple[type[aioredis.Connection], dict[str, Any]]:
-        from django_redis import get_redis_connection
+    @property
+    def _states(self) -> dict[asyncio.AbstractEventLoop, LoopState]:
+        return self.connections.states
 
-        pool = get_redis_connection(self.connection_alias).connection_pool
-        source = pool.connection_kwargs
-        kwargs = {name: source[name] for name in _KWARGS if name in source}
-        if issubclass(pool.connection_class, redis.UnixDomainSocketConnection):
-            connection_class: type[Any] = aioredis.UnixDomainSocketConnection
-        elif issubclass(pool.connection_class, redis.SSLConnection):
-            connection_class = aioredis.SSLConnection
-        else:
-            connection_class = aioredis.Connection
-        return connection_class, kwargs
+    def _state(self) -> LoopState:
+        return self.connections.state()
 
-    def _state(self) -> _LoopState:
-        loop = asyncio.get_running_loop()
-        state = self._states.get(loop)
-        if state is None:
-            for closed in [other for other in self._states if other.is_closed()]:
-                del self._states[closed]
-            connection_class, kwargs = self._client_kwargs()
-            timeout = float(self.options.get("SOCKET_TIMEOUT", 5))
-            kwargs.setdefault("socket_connect_timeout", timeout)
-
-            def client(socket_timeout: float | None) -> aioredis.Redis:
-                pool = aioredis.ConnectionPool(
-                    connection_class=connection_class,
-                    decode_responses=True,
-                    socket_timeout=socket_timeout,
-                    # One resend on a lost connection (a restarted Redis): writes carry a batch id.
-                    retry=Retry(NoBackoff(), 1),
-                    **kwargs,
-                )
-                return aioredis.Redis(connection_pool=pool)
-
-            main = client(timeout)
-            scripts = {
-                "append": main.register_script(redis_scripts.APPEND),
-                "claim": main.register_script(redis_scripts.CLAIM),
-                "status": main.register_script(redis_scripts.SET_STATUS),
-            }
-            state = self._states[loop] = _LoopState(main, client(None), scripts)
-        return state
-
-    async def _call(self, what: str, fn: Callable[[_LoopState], Awaitable[T]]) -> T:
+    async def _call(self, what: str, fn: Callable[[LoopState], Awaitable[T]]) -> T:
         try:
             return await fn(self._state())
         except ResponseError as exc:
@@ -191,7 +123,7 @@ class RedisStreamManager(BaseStreamManager):
         except (RedisError, OSError) as exc:
             raise raise_connection_error(exc, what) from exc
 
-    async def _write(self, what: str, fn: Callable[[_LoopState], Awaitable[T]]) -> T:
+    async def _write(self, what: str, fn: Callable[[LoopState], Awaitable[T]]) -> T:
         """Run a write script, resending it while Redis is unreachable, for ``WRITE_RETRY_SECONDS``.
 
         Safe because every write is idempotent (batch ids; a re-claim by the same run and
@@ -212,41 +144,6 @@ class RedisStreamManager(BaseStreamManager):
 
     # --- live wake-ups -------------------------------------------------------------------
 
-    def _wake_all(self) -> None:
-        with self.notifier._lock:
-            stream_ids = list(self.notifier._waiters)
-        for stream_id in stream_ids:
-            self.notifier.notify(stream_id, local_only=True)
-
-    async def _listen(self, state: _LoopState) -> None:
-        delay = 0.05
-        while True:
-            pubsub = state.pubsub_client.pubsub()
-            try:
-                await pubsub.subscribe(self.channel)
-                async for message in pubsub.listen():
-                    if message["type"] == "subscribe":
-                        delay = 0.05
-                        state.ready.set()
-                        # Writes published while we were not subscribed are re-read by everyone.
-                        self._wake_all()
-                    elif message["type"] == "message":
-                        self.notifier.notify(message["data"], local_only=True)
-            except (RedisError, OSError) as exc:
-                logger.warning("redis stream notify subscription lost: %s", type(exc).__name__)
-                state.ready.clear()
-                self._wake_all()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-            finally:
-                await pubsub.aclose()
-
-    def _start_listener(self) -> _LoopState:
-        state = self._state()
-        if state.listener is None or state.listener.done():
-            state.listener = asyncio.get_running_loop().create_task(self._listen(state))
-        return state
-
     def subscribe(self, stream_id: str) -> Any:
         """Return a waiter fired by the next write of ``stream_id`` in any process (pub/sub).
 
@@ -254,15 +151,8 @@ class RedisStreamManager(BaseStreamManager):
         directly on :class:`ResumableReader`: once the subscription is confirmed, every
         local waiter is woken to re-read, which covers a write published before that.
         """
-        self._start_listener()
+        self.connections.start_listener()
         return self.notifier.subscribe(stream_id)
-
-    async def _ensure_listener(self) -> None:
-        state = self._start_listener()
-        try:
-            await asyncio.wait_for(state.ready.wait(), float(self.options.get("SOCKET_TIMEOUT", 5)))
-        except TimeoutError:
-            raise StreamConnectionError(cause="subscribe") from None
 
     async def create_resumable_reader(
         self, stream_id: str, *, from_sequence: int = 0, wait_for_live: bool = False
@@ -275,7 +165,7 @@ class RedisStreamManager(BaseStreamManager):
         info = await self.get_info(stream_id)
         if not wait_for_live and (info is None or info.status == FAILED):
             return None
-        await self._ensure_listener()
+        await self.connections.ensure_listener()
         return ResumableReader(self, stream_id, from_sequence=from_sequence, wait_for_live=wait_for_live, info=info)
 
     # --- writes --------------------------------------------------------------------------
@@ -327,7 +217,7 @@ class RedisStreamManager(BaseStreamManager):
     ) -> tuple[list[StoredChunk], StreamInfo | None]:
         meta, chunks_key = self.keys(stream_id)
 
-        async def read(state: _LoopState) -> list[Any]:
+        async def read(state: LoopState) -> list[Any]:
             async with state.client.pipeline(transaction=True) as pipe:
                 pipe.hmget(meta, list(redis_scripts.INFO_FIELDS))
                 pipe.xrange(chunks_key, min=f"{max(after, 0) + 1}-0", max="+", count=limit)
@@ -342,7 +232,7 @@ class RedisStreamManager(BaseStreamManager):
     def check(self) -> list[CheckMessage]:
         """Report a ``CONNECTION_ALIAS`` that is not a django-redis cache."""
         try:
-            self._client_kwargs()
+            self.connections.client_kwargs()
         except Exception as exc:  # noqa: BLE001 - any failure is a configuration error here
             return [
                 Error(
@@ -356,14 +246,4 @@ class RedisStreamManager(BaseStreamManager):
 
     async def aclose(self) -> None:
         """Stop this loop's subscription and close its connections."""
-        state = self._states.pop(asyncio.get_running_loop(), None)
-        if state is None:
-            return
-        if state.listener is not None:
-            state.listener.cancel()
-            try:
-                await state.listener
-            except (asyncio.CancelledError, RedisError, OSError):
-                pass
-        await state.client.aclose()
-        await state.pubsub_client.aclose()
+        await self.connections.aclose()
