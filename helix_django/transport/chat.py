@@ -13,11 +13,11 @@ and the run goes on.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from helix_django.api.errors import MethodNotAllowedError
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, SessionNotFoundError, ValidationError
@@ -31,8 +31,6 @@ from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
 from helix_django.transport.resume import plan_resume
 from helix_django.transport.sse import UI_STREAM_HEADERS, log_unexpected, send_empty, send_error
-
-logger = logging.getLogger(__name__)
 
 
 def get_executor() -> Any:
@@ -158,11 +156,3 @@ class ChatConsumer:
             return
         response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
         await response.run(200, UI_STREAM_HEADERS + cookies, plan_frames(plan))
-
-
-class MethodNotAllowedError(ValidationError):
-    """The route does not serve this HTTP method (405)."""
-
-    code = "validation_method_not_allowed"
-    http_status = 405
-    default_message = "Method not allowed"

@@ -104,7 +104,7 @@ async def _session_tool_names(session_id: str) -> dict[str, str]:
     return tool_names_of(rows)
 
 
-async def plan_prefix(request: ChatRequest, session: ChatSession, run: Run | None, message_id: str) -> ResponsePlan:
+async def plan_prefix(session: ChatSession, run: Run | None, message_id: str) -> ResponsePlan:
     """Plan a C-1 replay: ``message_id``'s committed parts, then the tail after the same snapshot's cursor.
 
     Raises NotResumableError (``resume_message_unknown``), HistoryIncompleteError (the
@@ -144,14 +144,14 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
     """Plan the response to a resume (see the module docstring)."""
     session, run = await _current_run(session.id)
     if request.replay_prefix and request.existing_message_id:
-        return await plan_prefix(request, session, run, request.existing_message_id)
+        return await plan_prefix(session, run, request.existing_message_id)
     if run is None:
         return ResponsePlan.nothing()
     manager = get_stream_manager()
     stream_id = session.stream_id
     if run.is_live:
         if request.cursor is None and run.kind in CONTINUATION_KINDS:
-            return await plan_prefix(request, session, run, run.response_message_id)
+            return await plan_prefix(session, run, run.response_message_id)
         live = await wait_until_live(manager, stream_id, run)
         if live is None:  # the run ended while we waited: decide again from what it left
             if _depth >= _MAX_REPLANS:

@@ -15,6 +15,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
+from helix_django.api.errors import MethodNotAllowedError
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, StreamNotFoundError
@@ -47,8 +48,6 @@ class StreamConsumer:
         """Serve one request; see the module docstring."""
         try:
             if scope["method"] != "GET":
-                from helix_django.transport.chat import MethodNotAllowedError
-
                 raise MethodNotAllowedError()
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
             identity = await aauthenticate(scope, body)

@@ -31,7 +31,7 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from helix_django.api.ownership import get_owned_session, owner_for
-from helix_django.errors import HelixError, ValidationError, as_helix_error
+from helix_django.errors import ValidationError, as_helix_error
 from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
 from helix_django.models import ChatSession
 from helix_django.streams import get_stream_manager
@@ -94,9 +94,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 await self.handle_cancel(content)
             else:
                 raise ValidationError("Unknown message type", cause="message_type")
-        except HelixError as exc:
-            await self.send_error(exc)
-        except Exception as exc:  # typed, without its text
+        except Exception as exc:  # every failure answers a typed frame (an untyped one without its text)
             await self.send_error(exc)
 
     async def handle_send(self, content: dict[str, Any]) -> None:

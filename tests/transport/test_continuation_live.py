@@ -71,3 +71,27 @@ def test_frames_are_flushed_at_once_and_idle_streams_get_heartbeats(daphne_serve
     assert last_delta - first_delta > 0.8  # the deltas arrived one by one, as the run wrote them
     assert any(line == ": keep-alive" for _t, line in seen)
     assert seen[-2][1] == "data: [DONE]" or seen[-1][1] == "data: [DONE]"
+
+
+def test_resume_without_cursor_of_a_continuation_rebuilds_the_whole_message(daphne_server_factory, users):
+    from helix_django.protocol import MessageAccumulator
+
+    server = daphne_server_factory(helix=agent_settings(tools=["pick_color"], STEPS=CLIENT_TOOL_STEPS, PACE_TPS=5))
+    sid = new_session_id()
+    question = user_message("colors?")
+    with httpx.Client(headers=users["a"][1], timeout=10) as client:
+        read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [question]))
+        assistant = client.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()["messages"][-1]
+        both = _answered(assistant, {"call_1": {"color": "red"}, "call_2": {"color": "blue"}})
+        read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [question, both]), stop_after=3)
+        # A page reload: a stock useChat({resume: true}) reconnect has no cursor.
+        resumed = read_sse(client, "GET", chat_url(server, sid))
+        final = client.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()
+    assert resumed.status == 200 and resumed.done
+    assert resumed.chunks[0]["type"] == "start" and resumed.chunks[0]["messageId"] == assistant["id"]
+    assert resumed.chunks[1]["type"] == "data-helix-replay"
+    acc = MessageAccumulator("")
+    for chunk in resumed.chunks:
+        acc.apply(chunk)
+    assert acc.snapshot() == final["messages"][-1]
+    assert {p.get("toolCallId") for p in acc.snapshot()["parts"]} >= {"call_1", "call_2"}
