@@ -111,3 +111,33 @@ def test_anonymous_chat_belongs_to_the_django_session(daphne_server_factory):
         read_sse(stranger, "POST", chat_url(server, other), json=send_body(other, [user_message("hey")]))
         assert stranger.get(chat_url(server, sid)).status_code == 404
         assert stranger.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).status_code == 404
+
+
+def test_session_auth_posts_to_the_chat_route_need_the_csrf_token(shared_server, users):
+    from django.middleware.csrf import _get_new_csrf_string
+
+    sid = new_session_id()
+    cookie = session_cookie(users["a"][0])
+    with httpx.Client(timeout=10) as browser:
+        refused = browser.post(
+            chat_url(shared_server, sid), json=send_body(sid, [user_message("hi")]), headers={"Cookie": cookie}
+        )
+        assert refused.status_code == 403
+        assert refused.json() == {
+            "error": "CSRF check failed",
+            "code": "auth_permission_denied",
+            "retryable": False,
+            "cause": "csrf",
+        }
+        assert not ChatSession.objects.filter(pk=sid).exists()
+        token = _get_new_csrf_string()
+        sent = read_sse(
+            browser,
+            "POST",
+            chat_url(shared_server, sid),
+            json=send_body(sid, [user_message("hi")]),
+            headers={"Cookie": f"{cookie}; csrftoken={token}", "X-CSRFToken": token},
+        )
+        assert sent.status == 200 and sent.done
+        # A resume is a safe GET: the session cookie alone is enough.
+        assert browser.get(chat_url(shared_server, sid), headers={"Cookie": cookie}).status_code in (200, 204)
