@@ -268,3 +268,16 @@ def test_a_post_whose_user_message_is_already_committed_attaches_instead_of_send
     assert Run.objects.filter(session_id=sid).count() == 1
     wait_finished(client, server, sid)
     assert read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [message])).status == 204
+
+
+def test_a_body_with_only_the_new_message_is_a_send(server, client):
+    sid = new_session_id()
+    bare = read_sse(client, "POST", chat_url(server, sid), json=user_message("first"))
+    assert bare.status == 200 and bare.done and bare.text == REPLY
+    wait_finished(client, server, sid)
+    wrapped = read_sse(client, "POST", chat_url(server, sid), json={"message": user_message("second")})
+    assert wrapped.status == 200 and wrapped.done and wrapped.text == REPLY
+    wait_finished(client, server, sid)
+    assert [m.role for m in Message.objects.filter(session_id=sid).order_by("position")] == [
+        "user", "assistant", "user", "assistant",
+    ]  # fmt: skip
