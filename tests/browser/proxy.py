@@ -3,7 +3,9 @@
 Chromium's offline emulation fails new requests but leaves a streaming response that is
 already open untouched, so it cannot cut an answer mid-stream. This proxy sits between
 the page and daphne: :meth:`CuttableProxy.cut` resets every open connection (both sides
-see the network drop) and refuses new ones until :meth:`CuttableProxy.restore`.
+see the network drop) and refuses new ones until :meth:`CuttableProxy.restore`;
+:meth:`CuttableProxy.freeze` drops every byte while connections stay open (a dead link that
+says nothing) until :meth:`CuttableProxy.thaw`.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class CuttableProxy:
         self.listener.listen(128)
         self.port = self.listener.getsockname()[1]
         self.is_cut = False
+        self.is_frozen = False
         self.cuts = 0
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
@@ -50,6 +53,20 @@ class CuttableProxy:
         """Accept and forward connections again."""
         with self._lock:
             self.is_cut = False
+
+    def freeze(self) -> None:
+        """Black-hole the network: connections stay open, every byte is dropped (no FIN, no RST)."""
+        with self._lock:
+            self.is_frozen = True
+
+    def thaw(self) -> None:
+        """End a freeze: reset the connections that lost bytes in it, forward new ones again."""
+        with self._lock:
+            self.is_frozen = False
+            sockets = list(self._sockets)
+            self._sockets.clear()
+        for sock in sockets:
+            _reset(sock)
 
     def close(self) -> None:
         """Stop listening and reset every connection."""
@@ -86,6 +103,8 @@ class CuttableProxy:
                 data = source.recv(65536)
                 if not data:
                     break
+                if self.is_frozen:
+                    continue  # dropped on the floor, as by a dead link
                 target.sendall(data)
         except OSError:
             pass

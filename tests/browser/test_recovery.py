@@ -220,3 +220,27 @@ def test_snapshot_failure_shows_error_state_with_retry_never_an_empty_chat(signe
     assert user_texts(page) == [question]
     assert assistant_texts(page) == [expected_reply(question)]
     assert session_id_of(page) == session_id
+
+
+def test_silent_dead_link_mid_answer_is_detected_and_the_answer_completes_once(browser, site):
+    # The link dies without a FIN or RST: only the missing bytes (heartbeats included) tell.
+    proxy = CuttableProxy(site.port)
+    user, password = make_user()
+    page = sign_in(browser, proxy, user, password, init_script="window.helixChatOptions = {stallMs: 2000}")
+    question = "What if the link dies silently?"
+    expected = expected_reply(question)
+    send(page, question)
+    wait_for_chars(page, int(len(expected) * 0.3))
+
+    proxy.freeze()
+    page.wait_for_selector("[data-hx=connection][data-status=reconnecting]", timeout=10_000)
+    frozen_at = len(assistant_texts(page)[-1])
+    assert frozen_at < len(expected)
+    proxy.thaw()
+    wait_until_idle(page)
+
+    rows = committed(session_id_of(page))
+    assert [r["text"] for r in rows if r["role"] == "assistant"] == [expected]
+    assert assistant_texts(page) == [expected]
+    page.context.close()
+    proxy.close()

@@ -3,7 +3,8 @@
 // mountChat(root, options) expects the markup of templates/helix_django/chat.html:
 //   [data-hx="sessions"] [data-hx="new-chat"] [data-hx="title"] [data-hx="connection"]
 //   [data-hx="conversation"] [data-hx="composer"] [data-hx="input"] [data-hx="send"] [data-hx="stop"]
-// options: { sessionId, baseUrl, chatUrl(id) -> page URL of a session, csrfToken }
+// options: { sessionId, baseUrl, chatUrl(id) -> page URL of a session, csrfToken,
+//            client: extra HelixChat options (reattach, stallMs, snapshotBackoffMs) }
 //
 // Partial answers are labelled by what happened (interrupted, stopped, failed) and offer
 // the recovery actions by their true names (000, "Recovery actions should reflect certainty"):
@@ -428,7 +429,7 @@ export function mountChat(root, options) {
   function open(sessionId, { push = false } = {}) {
     if (chat) chat.dispose();
     rendered.clear();
-    chat = new HelixChat({ sessionId, routes, headers });
+    chat = new HelixChat({ ...(options.client || {}), sessionId, routes, headers });
     let wasBusy = false;
     chat.addEventListener("change", () => {
       scheduleRender();

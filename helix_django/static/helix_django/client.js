@@ -291,6 +291,12 @@ export class HelixChat extends EventTarget {
   async open(gen, method, headers, body) {
     const controller = new AbortController();
     this.controller = controller;
+    // A request that gets no answer at all within stallMs (a black-holed network) is a drop.
+    let unanswered = false;
+    const timer = setTimeout(() => {
+      unanswered = true;
+      controller.abort();
+    }, this.stallMs);
     let response;
     try {
       response = await this.fetchImpl(this.routes.chat(this.sessionId), {
@@ -302,8 +308,10 @@ export class HelixChat extends EventTarget {
         signal: controller.signal,
       });
     } catch (error) {
-      if (controller.signal.aborted || gen !== this.gen) return { stale: true };
-      throw isNetworkError(error) ? networkError() : error;
+      if (gen !== this.gen || (controller.signal.aborted && !unanswered)) return { stale: true };
+      throw isNetworkError(error) || unanswered ? networkError() : error;
+    } finally {
+      clearTimeout(timer);
     }
     if (gen !== this.gen) {
       controller.abort();
