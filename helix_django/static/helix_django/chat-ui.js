@@ -89,6 +89,7 @@ export function mountChat(root, options) {
       sessionsError = "Conversations could not be loaded.";
     }
     renderSessions();
+    if (chat) scheduleRender();
   }
 
   function renderSessions() {
@@ -150,8 +151,10 @@ export function mountChat(root, options) {
   function render() {
     const view = chat.view();
     const nearBottom = ui.conversation.scrollHeight - ui.conversation.scrollTop - ui.conversation.clientHeight < 80;
-    ui.title.textContent = chatTitle() || "New chat";
-    document.title = `${chatTitle() || "New chat"} · Helix`;
+    const listed = sessions.find((session) => session.id === chat.sessionId);
+    const title = chatTitle() || (listed ? sessionLabel(listed) : view.loaded ? "New chat" : "Conversation");
+    ui.title.textContent = title;
+    document.title = `${title} · Helix`;
     renderConnection(view);
     renderComposer(view);
     ui.conversation.setAttribute("aria-busy", view.status === "loading" ? "true" : "false");
