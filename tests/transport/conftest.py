@@ -24,7 +24,7 @@ TWO_STEPS = [
 ]
 
 
-def agent_settings(tools: list[str] | None = None, **options: Any) -> dict[str, Any]:
+def agent_settings(tools: list[str] | None = None, max_attempts: int = 1, **options: Any) -> dict[str, Any]:
     """HELIX overrides: the default agent on the scripted provider with ``options`` and ``tools`` (names in toolbox)."""
     return {
         "AGENTS": {
@@ -34,6 +34,7 @@ def agent_settings(tools: list[str] | None = None, **options: Any) -> dict[str, 
                 "SYSTEM_PROMPT": "You are a test.",
                 "TOOLS": [f"{TOOLBOX}.{name}" for name in tools or []],
                 "MAX_STEPS": 4,
+                "MAX_ATTEMPTS": max_attempts,
             }
         }
     }

@@ -281,3 +281,26 @@ def test_a_body_with_only_the_new_message_is_a_send(server, client):
     assert [m.role for m in Message.objects.filter(session_id=sid).order_by("position")] == [
         "user", "assistant", "user", "assistant",
     ]  # fmt: skip
+
+
+def test_a_retried_attempt_is_dropped_from_replays(daphne_server_factory, client):
+    server = daphne_server_factory(
+        helix=agent_settings(
+            max_attempts=2, TEXT=REPLY, PACE_TPS=40, FAIL_AFTER_CHUNKS=5, FAIL_RETRYABLE=True, FAIL_ATTEMPTS=1
+        )
+    )
+    sid = new_session_id()
+    live = read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [user_message("hi")]), stop_after=14)
+    # The live client saw the first attempt's words, then the switch.
+    assert any(c["type"] == "data-attempt-superseded" for c in live.chunks)
+    # A page reload (no cursor) replays only the attempt that won: the reply once, no resync trigger.
+    replay = read_sse(client, "GET", chat_url(server, sid))
+    assert replay.status == 200 and replay.done
+    assert replay.text == REPLY
+    assert not any(c["type"] == "data-attempt-superseded" for c in replay.chunks)
+    # A resume whose cursor is past content of the superseded attempt keeps the trigger.
+    first_delta = next(e for e in live.events if e.chunk and e.chunk.get("type") == "text-delta")
+    resumed = read_sse(client, "GET", chat_url(server, sid), headers={"Last-Event-ID": first_delta.id})
+    assert resumed.status == 200 and resumed.done
+    assert [c["type"] for c in resumed.chunks].count("data-attempt-superseded") == 1
+    assert resumed.text == REPLY  # the winning attempt in full (the client re-anchors on the trigger)
