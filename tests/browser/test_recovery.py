@@ -28,6 +28,16 @@ from tests.browser.proxy import CuttableProxy
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
+#: Tokens per second of the scripted answers here: about six seconds per answer, so a reload,
+#: a cut or a kill lands mid-answer even on a busy machine.
+PACE = {"PACE_TPS": 15}
+
+
+@pytest.fixture
+def site(daphne_server_factory):
+    """The example site with answers at PACE (overrides the conftest fixture for this module)."""
+    return site_server(daphne_server_factory, provider=PACE)
+
 
 def test_reload_at_40_percent_renders_the_committed_answer_once(signed_in):
     page, _, _ = signed_in
@@ -79,7 +89,7 @@ def test_network_cut_mid_answer_completes_once(browser, site):
 
 
 def test_server_killed_mid_answer_shows_truthful_partial_and_regenerate_works(browser, daphne_server_factory):
-    site = site_server(daphne_server_factory, LEASE_SECONDS=2, LEASE_RENEW_SECONDS=0.5)
+    site = site_server(daphne_server_factory, provider=PACE, LEASE_SECONDS=2, LEASE_RENEW_SECONDS=0.5)
     user, password = make_user()
     page = sign_in(browser, site, user, password)
     question = "Survive a server crash, please."
