@@ -10,6 +10,7 @@ Validation errors name the offending fields, never their values.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -73,7 +74,7 @@ def to_helix_error(exc: BaseException) -> HelixError:
         is_csrf = "CSRF" in str(getattr(exc, "detail", ""))
         return PermissionDeniedError("CSRF check failed" if is_csrf else None, cause="csrf" if is_csrf else None)
     if isinstance(exc, exceptions.Throttled):
-        return RateLimitedError(retryAfterSeconds=exc.wait)
+        return RateLimitedError(retryAfterSeconds=math.ceil(exc.wait or 1))
     if isinstance(exc, exceptions.MethodNotAllowed):
         return MethodNotAllowedError()
     if isinstance(exc, exceptions.UnsupportedMediaType):
@@ -97,7 +98,6 @@ def helix_exception_handler(exc: BaseException, context: dict[str, Any]) -> Resp
     headers: dict[str, str] = {}
     if error.status == 503 and error.is_retryable:
         headers["Retry-After"] = "1"
-    wait = error.extra.get("retryAfterSeconds") if error.status == 429 else None
-    if wait:
-        headers["Retry-After"] = str(int(wait) + 1)
+    if error.status == 429:
+        headers["Retry-After"] = str(error.extra.get("retryAfterSeconds") or 1)
     return Response(error.to_body(), status=error.status, headers=headers)

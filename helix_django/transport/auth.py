@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import math
 from http.cookies import SimpleCookie
 from typing import Any
 
@@ -87,7 +88,7 @@ def _authenticate_sync(scope: dict[str, Any], body: bytes, create_anonymous: boo
         for throttle_class in api_settings.DEFAULT_THROTTLE_CLASSES:
             throttle = throttle_class()
             if not throttle.allow_request(drf_request, _ThrottleScope()):
-                raise RateLimitedError(retryAfterSeconds=throttle.wait())
+                raise RateLimitedError(retryAfterSeconds=math.ceil(throttle.wait() or 1))
     except exceptions.NotAuthenticated as exc:
         raise NotAuthenticatedError() from exc
     except exceptions.AuthenticationFailed as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -96,12 +97,16 @@ async def send_json(
 async def send_error(send: Send, exc: BaseException, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
     """Send the typed error response of ``exc`` (an untyped error becomes ``framework_internal_error``).
 
-    A retryable 503 carries ``Retry-After: 1`` (002, "The run-start window").
+    A retryable 503 carries ``Retry-After: 1`` (002, "The run-start window"); a 429 the
+    throttle's wait.
     """
     error = as_helix_error(exc)
     extra = list(headers or [])
     if error.status == 503 and error.is_retryable:
         extra.append((b"retry-after", b"1"))
+    elif error.status == 429:
+        wait = error.extra.get("retryAfterSeconds") or 1
+        extra.append((b"retry-after", str(math.ceil(wait)).encode()))
     await send_json(send, error.status, error.to_body(), headers=extra)
 
 

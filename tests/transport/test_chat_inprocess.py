@@ -66,3 +66,27 @@ async def test_a_refusal_before_the_run_start_commit_leaves_no_session(token_hea
     status, _headers, raw = await call("POST", f"/helix/api/sessions/{sid}/chat", header, body=body)
     assert status == 409 and json.loads(raw)["code"] == "state_run_not_actionable"
     assert not await ChatSession.objects.filter(pk=sid).aexists()
+
+
+async def test_the_chat_route_applies_the_hosts_throttles(token_header, monkeypatch):
+    from django.core.cache import cache
+    from django.test import override_settings
+    from rest_framework.throttling import ScopedRateThrottle
+
+    # DRF copies the rates into the class when rest_framework.throttling is first imported.
+    monkeypatch.setattr(ScopedRateThrottle, "THROTTLE_RATES", {"helix_chat": "2/min"})
+
+    user, header = token_header
+    sid = new_session_id()
+    await store.aget_or_create_session(sid, owner_id=user.pk)
+    throttled = {
+        "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],
+        "DEFAULT_THROTTLE_RATES": {"helix_chat": "2/min"},
+    }
+    with override_settings(REST_FRAMEWORK=throttled):
+        cache.clear()
+        assert (await call("GET", f"/helix/api/sessions/{sid}/chat", header))[0] == 204
+        assert (await call("GET", f"/helix/api/sessions/{sid}/chat", header))[0] == 204
+        status, headers, body = await call("GET", f"/helix/api/sessions/{sid}/chat", header)
+    assert status == 429 and int(headers[b"retry-after"]) >= 1
+    assert json.loads(body)["code"] == "rate_limited" and json.loads(body)["retryable"] is True
