@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -117,6 +118,8 @@ async def send_empty(send: Send, status: int = 204, *, headers: list[tuple[bytes
 
 
 def log_unexpected(where: str, exc: BaseException) -> None:
-    """Log an untyped failure by type only (never its text: it may hold prompt or tool data)."""
+    """Log an untyped failure by type and place only (never its text: it may hold prompt or tool data)."""
     if not isinstance(exc, HelixError):
-        logger.error("%s failed: %s", where, type(exc).__name__)
+        frames = traceback.extract_tb(exc.__traceback__)
+        at = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
+        logger.error("%s failed: %s at %s", where, type(exc).__name__, at)
