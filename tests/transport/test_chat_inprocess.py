@@ -31,7 +31,7 @@ async def call(method, path, header, body=b"", extra=()):
     return response["status"], dict(response["headers"]), response["body"]
 
 
-async def test_an_unexpected_failure_is_a_typed_500_without_its_text(token_header, monkeypatch):
+async def test_an_unexpected_failure_is_a_typed_500_without_its_text(token_header, monkeypatch, caplog):
     user, header = token_header
 
     async def explode(*args, **kwargs):
@@ -42,6 +42,7 @@ async def test_an_unexpected_failure_is_a_typed_500_without_its_text(token_heade
     assert status == 500
     assert json.loads(body) == {"error": "Internal error", "code": "framework_internal_error", "retryable": False}
     assert b"secret" not in body
+    assert "RuntimeError" in caplog.text and "secret" not in caplog.text
 
 
 async def test_a_failed_prefix_read_is_a_retryable_503(token_header, monkeypatch):
