@@ -58,11 +58,19 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     # Discard: the partial answer leaves the conversation; the question stays, Regenerate is offered.
     discarded_session, _ = fail_half_way(page, "Discard this one.")
     page.locator("[data-testid=partial-notice]").get_by_role("button", name="Discard").click()
-    notice = page.wait_for_selector("[data-testid=run-notice]")
-    assert "discarded" in notice.inner_text()
+    page.wait_for_selector("[data-testid=run-notice]:has-text('Partial answer discarded')")
     assert assistant_texts(page) == []
     assert user_texts(page) == ["Discard this one."]
     assert [r["role"] for r in committed(discarded_session)] == ["user"]
+    # Regenerate from there: a new answer to the same question (which fails half way again here).
+    page.locator("[data-testid=run-notice]").get_by_role("button", name="Regenerate").click()
+    page.wait_for_selector("[data-hx=connection][data-status=streaming]")
+    wait_until_idle(page)
+    runs = list(Run.objects.filter(session_id=discarded_session).order_by("created_at"))
+    assert [(r.kind, r.status) for r in runs] == [("send", "failed"), ("regenerate", "failed")]
+    rows = committed(discarded_session)
+    assert [r["role"] for r in rows] == ["user", "assistant"] and rows[1]["helix"]["runId"] == runs[1].id
+    assert assistant_texts(page) == [rows[1]["text"]]
 
     # Continue: a new generation that picks up from the partial text, shown as it streams.
     continued_session, partial = fail_half_way(page, "Continue this one.")

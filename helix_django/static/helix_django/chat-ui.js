@@ -384,7 +384,12 @@ export function mountChat(root, options) {
     return el(
       "div",
       { class: "hx-run-notice", role: "status", "data-testid": "run-notice", "data-run-status": runStatus },
-      el("strong", {}, discarded ? "Partial answer discarded." : `${label} before any text was written.`),
+      el(
+        "strong",
+        {},
+        // Until the recovery state is read, say only what is certain.
+        discarded ? "Partial answer discarded." : recovery ? `${label} before any text was written.` : `${label} · no answer text was kept.`,
+      ),
       regenerate
         ? el(
             "div",

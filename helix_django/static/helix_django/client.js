@@ -644,9 +644,13 @@ export class HelixChat extends EventTarget {
     await this.action(this.routes.cancel(this.sessionId, runId), {}, { follow: false });
   }
 
-  /** Regenerate an answer: a new run from the last safe context (a deliberate new request key). */
-  async regenerate(messageId) {
-    const index = this.committed.findIndex((m) => m.id === messageId);
+  /**
+   * Regenerate an answer: a new run from the last safe context (a deliberate new request key).
+   * `messageId` is the assistant message to replace; null regenerates the latest turn when it
+   * has no answer (stopped before any text, or its partial answer was discarded).
+   */
+  async regenerate(messageId = null) {
+    const index = messageId == null ? this.committed.length : this.committed.findIndex((m) => m.id === messageId);
     if (index < 0) return;
     const history = this.committed.slice(0, index);
     const gen = this.newGeneration();
@@ -654,7 +658,8 @@ export class HelixChat extends EventTarget {
     this.committed = history;
     this.live = null;
     this.setStatus("submitted");
-    const body = { id: this.sessionId, messages: history, trigger: "regenerate-message", messageId };
+    const body = { id: this.sessionId, messages: history, trigger: "regenerate-message" };
+    if (messageId != null) body.messageId = messageId;
     await this.follow(gen, () => this.open(gen, "POST", { "X-Helix-Request-Key": newRequestKey() }, body));
   }
 
