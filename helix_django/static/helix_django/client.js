@@ -383,12 +383,11 @@ export class HelixChat extends EventTarget {
         const outcome = this.applyChunk(chunk);
         if (outcome === "terminal") result.terminal = true;
         if (outcome === "error") {
+          const typed = parseError(chunk.errorText);
+          // The route's own "your read ended early" error is a drop: re-attach from the cursor.
+          if (typed?.code === "transport_stream_drop") return result;
           result.terminal = true;
-          result.error = parseError(chunk.errorText) || {
-            code: "stream_error",
-            error: "The answer stopped with an error",
-            retryable: true,
-          };
+          result.error = typed || { code: "stream_error", error: "The answer stopped with an error", retryable: true };
         }
         if (outcome === "reanchor") return { ...result, reanchor: true };
         this.emit();
