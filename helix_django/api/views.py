@@ -14,7 +14,6 @@ from asgiref.sync import async_to_sync
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +21,14 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from helix_django.api.errors import helix_exception_handler
-from helix_django.api.ownership import Owner, enforce_anonymous_csrf, get_owned_session, owned_sessions, owner_for
+from helix_django.api.ownership import (
+    Owner,
+    authenticators,
+    enforce_anonymous_csrf,
+    get_owned_session,
+    owned_sessions,
+    owner_for,
+)
 from helix_django.api.serializers import (
     RunSerializer,
     SessionCreateSerializer,
@@ -67,10 +73,13 @@ def _executor() -> Any:
 class HelixAPIView(APIView):
     """Base of every helix endpoint (see the module docstring)."""
 
-    authentication_classes = [SessionAuthentication, TokenAuthentication]
     permission_classes = [AllowAny]
     throttle_scope = "helix"
     schema = AutoSchema()
+
+    def get_authenticators(self) -> list[Any]:
+        """Return session auth, plus token auth where ``rest_framework.authtoken`` is installed."""
+        return authenticators()
 
     def get_throttles(self) -> list[Any]:
         """Return the host's throttles (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``), read per request."""

@@ -24,7 +24,6 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpResponse
 from django.utils.functional import SimpleLazyObject
 from rest_framework import exceptions
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
@@ -34,6 +33,7 @@ from helix_django.api.ownership import (
     NotAuthenticatedError,
     Owner,
     PermissionDeniedError,
+    authenticators,
     enforce_anonymous_csrf,
     owner_for,
 )
@@ -79,7 +79,7 @@ def _authenticate_sync(scope: dict[str, Any], body: bytes, create_anonymous: boo
     middleware.process_request(request)
     request.user = SimpleLazyObject(lambda: get_user(request))
     drf_request = Request(
-        request, parsers=[_UnparsedBody()], authenticators=[SessionAuthentication(), TokenAuthentication()]
+        request, parsers=[_UnparsedBody()], authenticators=authenticators()
     )
     try:
         user = drf_request.user
