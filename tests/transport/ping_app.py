@@ -1,11 +1,11 @@
-"""A tiny ASGI app that reports its pid and database path (used by test_live)."""
+"""A tiny ASGI app that reports its pid and the database it was pointed at (used by test_live)."""
 
 import json
 import os
 
 
 async def application(scope, receive, send):
-    """Answer every HTTP request with ``{"pid", "sqlite"}``; accept lifespan."""
+    """Answer every HTTP request with ``{"pid", "database"}`` (the database the server was pointed at); accept lifespan."""
     if scope["type"] == "lifespan":
         while True:
             message = await receive()
@@ -14,6 +14,7 @@ async def application(scope, receive, send):
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
                 return
-    body = json.dumps({"pid": os.getpid(), "sqlite": os.environ.get("HELIX_SQLITE_PATH")}).encode()
+    database = os.environ.get("HELIX_SQLITE_PATH") or os.environ.get("HELIX_TEST_DATABASE_URL")
+    body = json.dumps({"pid": os.getpid(), "database": database}).encode()
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})

@@ -15,7 +15,9 @@ def test_start_kill_restart_stop(daphne_server_factory):
     assert isinstance(server, LiveServer)
     first = httpx.get(server.url("/ping"))
     assert first.status_code == 200
-    assert first.json()["sqlite"] == server.environment()["HELIX_SQLITE_PATH"]
+    environment = server.environment()
+    expected = environment.get("HELIX_SQLITE_PATH") or environment["HELIX_TEST_DATABASE_URL"]
+    assert first.json()["database"] == expected
     pid = server.process.pid
     assert server.kill() == -9
     with pytest.raises(httpx.TransportError):
