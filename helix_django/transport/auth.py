@@ -78,9 +78,7 @@ def _authenticate_sync(scope: dict[str, Any], body: bytes, create_anonymous: boo
     middleware = SessionMiddleware(_no_response)
     middleware.process_request(request)
     request.user = SimpleLazyObject(lambda: get_user(request))
-    drf_request = Request(
-        request, parsers=[_UnparsedBody()], authenticators=authenticators()
-    )
+    drf_request = Request(request, parsers=[_UnparsedBody()], authenticators=authenticators())
     try:
         user = drf_request.user
         if not user.is_authenticated:
