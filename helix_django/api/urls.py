@@ -5,7 +5,7 @@ from typing import Any
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from helix_django.api import views
+from helix_django.api import recovery, views
 
 endpoint_patterns = [
     path("sessions/", views.SessionListView.as_view(), name="session-list"),
@@ -17,6 +17,19 @@ endpoint_patterns = [
         "sessions/<str:session_id>/runs/<str:run_id>/tool-results",
         views.ToolResultsView.as_view(),
         name="run-tool-results",
+    ),
+    path(
+        "sessions/<str:session_id>/runs/<str:run_id>/recovery",
+        recovery.RunRecoveryView.as_view(),
+        name="run-recovery",
+    ),
+    *(
+        path(
+            f"sessions/<str:session_id>/runs/<str:run_id>/{action}",
+            recovery.RunRecoveryActionView.as_view(action=action),
+            name=f"run-{action}",
+        )
+        for action in recovery.OWNER_ACTIONS
     ),
 ]
 
