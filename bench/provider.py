@@ -9,6 +9,7 @@ were coalesced (every timestamp in a received delta counts once).
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator
 
@@ -16,13 +17,19 @@ from helix_django.runtime.providers.base import BaseProvider, Finish, ProviderEv
 
 
 class ClockProvider(BaseProvider):
-    """OPTIONS: ``TOKENS`` (deltas per reply, default 100), ``PACE_TPS`` (deltas per second, default 50)."""
+    """OPTIONS: ``TOKENS`` (deltas per reply, default 100), ``PACE_TPS`` (deltas per second, default 50).
+
+    A user message ``tokens=<n>`` overrides ``TOKENS`` for that reply.
+    """
 
     name = "bench-clock"
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[ProviderEvent]:
         """Yield ``TOKENS`` timestamped deltas at ``PACE_TPS``, then a finish."""
         tokens = int(self.options.get("TOKENS", 100))
+        users = [m for m in request.messages if m.get("role") == "user" and isinstance(m.get("content"), str)]
+        if users and (match := re.fullmatch(r"tokens=(\d+)", users[-1]["content"].strip())):
+            tokens = int(match.group(1))
         period = 1.0 / float(self.options.get("PACE_TPS", 50))
         loop = asyncio.get_running_loop()
         started = loop.time()
