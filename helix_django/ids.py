@@ -53,7 +53,10 @@ def parse_cursor(value: object) -> int | None:
         return None
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
-    elif isinstance(value, str) and value.strip().isdigit() and len(value.strip()) <= 18:
+        if number >= 2**63:  # beyond every backend's integer column
+            raise ValidationError("Invalid resume cursor", cause="cursor")
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) <= 18:
+        # isascii(): str.isdigit() is also true for "²" and other digits int() refuses
         number = int(value.strip())
     else:
         raise ValidationError("Invalid resume cursor", cause="cursor")

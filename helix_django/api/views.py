@@ -13,7 +13,8 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import exceptions, serializers, status
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -70,6 +71,17 @@ def _executor() -> Any:
     return get_executor()
 
 
+class HelixJSONParser(JSONParser):
+    """DRF's JSON parser; a body nested deeper than the interpreter can parse is a ParseError (400), not a 500."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        """Parse like ``JSONParser``; raise ParseError for a RecursionError."""
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError as exc:
+            raise exceptions.ParseError("JSON nested too deeply") from exc
+
+
 class HelixAPIView(APIView):
     """Base of every helix endpoint (see the module docstring)."""
 
@@ -80,6 +92,10 @@ class HelixAPIView(APIView):
     def get_authenticators(self) -> list[Any]:
         """Return session auth, plus token auth where ``rest_framework.authtoken`` is installed."""
         return authenticators()
+
+    def get_parsers(self) -> list[Any]:
+        """Return the host's parsers, DRF's JSON parser replaced by :class:`HelixJSONParser`."""
+        return [HelixJSONParser() if type(parser) is JSONParser else parser for parser in super().get_parsers()]
 
     def get_throttles(self) -> list[Any]:
         """Return the host's throttles (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``), read per request."""

@@ -20,7 +20,7 @@ from asgiref.sync import sync_to_async
 from helix_django.api.errors import MethodNotAllowedError
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
-from helix_django.errors import HelixError, SessionNotFoundError, ValidationError
+from helix_django.errors import HelixError, SessionNotFoundError
 from helix_django.models import ChatSession, Message, Run
 from helix_django.store import aget_or_create_session, delete_session
 from helix_django.streams import get_stream_manager
@@ -52,8 +52,6 @@ async def _session_for_send(request: ChatRequest, identity: Identity) -> tuple[C
 
 async def _is_send(request: ChatRequest, session: ChatSession) -> bool:
     last = request.messages[-1]
-    if last["role"] == "system":
-        raise ValidationError("The last message must be a user or assistant message", cause="messages")
     if request.trigger == "regenerate-message" or request.message_id or request.request_key:
         return True
     if last["role"] == "assistant":

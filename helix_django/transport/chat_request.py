@@ -98,7 +98,11 @@ def parse_body(raw: bytes) -> tuple[list[dict[str, Any]], str, str | None, str |
     """
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: nesting too deep
+        raise ValidationError("Malformed JSON body", cause="json") from exc
+    try:
+        json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError) as exc:  # a lone surrogate ("\\ud800") is not storable text
         raise ValidationError("Malformed JSON body", cause="json") from exc
     if isinstance(body, dict) and "role" in body and "parts" in body and "messages" not in body:
         body = {"message": body}
@@ -141,4 +145,6 @@ def parse_chat_request(scope: dict[str, Any], session_id: str, body: bytes) -> C
         request.messages, request.trigger, request.message_id, body_id = parse_body(body)
         if body_id is not None and body_id != session_id:
             raise ValidationError("The body's chat id does not match the URL", cause="session_id_mismatch")
+        if request.messages[-1]["role"] == "system":  # refused before the session is created
+            raise ValidationError("The last message must be a user or assistant message", cause="messages")
     return request

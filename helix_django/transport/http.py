@@ -56,7 +56,7 @@ async def read_body(scope: dict[str, Any], receive: Receive, *, max_bytes: int) 
     """
     declared = header(scope, "content-length")
     if declared is not None:
-        if not declared.isdigit() or len(declared) > 18:
+        if not (declared.isascii() and declared.isdigit()) or len(declared) > 18:
             raise ValidationError("Invalid Content-Length header", cause="content_length")
         if int(declared) > max_bytes:
             raise _too_large(max_bytes, int(declared))

@@ -1,0 +1,52 @@
+"""Fixtures of the adversarial tests: one shared daphne server per module, users with tokens."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from tests.transport.conftest import shared_server, users  # noqa: F401
+
+
+def assert_typed_refusal(
+    status: int, body: Any, *, statuses: tuple[int, ...] = (400, 401, 403, 404, 405, 409, 413)
+) -> None:
+    """Assert a typed 4xx JSON body ``{error, code, retryable, ...}`` with no traceback."""
+    assert status in statuses, (status, body)
+    assert isinstance(body, dict), body
+    assert isinstance(body.get("error"), str) and isinstance(body.get("code"), str), body
+    assert "retryable" in body, body
+    assert "Traceback" not in json.dumps(body)
+
+
+def raw_request(port: int, data: bytes, *, timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes to ``127.0.0.1:port``; return ``(status, headers, body)`` of the first response.
+
+    The body is read up to ``Content-Length`` (or until the server closes).
+    """
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            part = sock.recv(65536)
+            if not part:
+                break
+            buf += part
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        length = int(headers.get("content-length", "-1"))
+        while length < 0 or len(rest) < length:
+            try:
+                part = sock.recv(65536)
+            except TimeoutError:
+                break
+            if not part:
+                break
+            rest += part
+        return status, headers, rest[: length if length >= 0 else None]
