@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.utils import unquote
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import path, reverse
@@ -151,7 +152,7 @@ class RunAdmin(admin.ModelAdmin):
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> Any:
-        run = self.get_object(request, object_id)
+        run = self.get_object(request, unquote(object_id))
         extra = dict(extra_context or {})
         if run is not None:
             extra.update(change_page_context(run))

@@ -12,6 +12,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import messages
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -61,7 +62,7 @@ def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> bo
 
 def confirm_action(modeladmin: Any, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
     """GET: the confirmation page of ``action`` on one run. POST: perform it."""
-    run = modeladmin.get_object(request, object_id)
+    run = modeladmin.get_object(request, unquote(object_id))
     if run is None or action not in inv.ACTIONS:
         raise Http404
     if not modeladmin.has_view_permission(request, run):
@@ -124,8 +125,8 @@ def bulk_confirm(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run],
 
 def resolve_tool(modeladmin: Any, request: HttpRequest, object_id: str, execution_id: int) -> HttpResponse:
     """Resolve a tool execution whose outcome is unknown: mark executed (with its result) or not executed."""
-    run = modeladmin.get_object(request, object_id)
-    execution = ToolExecution.objects.filter(pk=execution_id, run_id=object_id).first()
+    run = modeladmin.get_object(request, unquote(object_id))
+    execution = ToolExecution.objects.filter(pk=execution_id, run_id=run.pk if run else None).first()
     if run is None or execution is None:
         raise Http404
     error = ""

@@ -6,6 +6,7 @@ import time
 
 import pytest
 from django.contrib.admin.models import LogEntry
+from django.contrib.admin.utils import quote
 from django.core.management import call_command
 from django.urls import reverse
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def action_url(run_id: str, action: str) -> str:
-    return reverse("admin:helix_django_run_recovery", args=[run_id, action])
+    return reverse("admin:helix_django_run_recovery", args=[quote(run_id), action])
 
 
 def interrupted(session_id: str, text: str = "Partial answer text", **kwargs) -> InFlight:
@@ -108,7 +109,7 @@ def test_unknown_side_effect_blocks_until_resolved(staff_client, viewer_client):
     assert ToolExecution.objects.get(pk=execution.pk).status == "unknown"
     refused = staff_client.post(action_url(flight.run_id, inv.REGENERATE), follow=True)
     assert "outcome is unknown" in refused.content.decode()
-    resolve = reverse("admin:helix_django_run_resolve_tool", args=[flight.run_id, execution.pk])
+    resolve = reverse("admin:helix_django_run_resolve_tool", args=[quote(flight.run_id), execution.pk])
     assert "neither run twice nor forgotten" in staff_client.get(resolve).content.decode()
     assert viewer_client.post(resolve, {"outcome": "executed", "result": "{}"}).status_code == 403
     bad = staff_client.post(resolve, {"outcome": "executed", "result": "{not json"})

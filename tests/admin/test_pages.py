@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -92,7 +93,11 @@ def test_change_page_shows_partial_tools_checkpoints_timeline(staff_client):
     from django.core.management import call_command
 
     call_command("helix_recover")
-    response = staff_client.get(reverse("admin:helix_django_run_change", args=[flight.run_id]))
+    # Follow the link the changelist renders: the admin quotes "_" in ids as "_5F".
+    changelist = staff_client.get(reverse("admin:helix_django_run_changelist")).content.decode()
+    href = reverse("admin:helix_django_run_change", args=[quote(flight.run_id)])
+    assert "_5F" in href and f'href="{href}"' in changelist
+    response = staff_client.get(href)
     body = response.content.decode()
     assert response.status_code == 200
     assert "PARTIAL" in body and "The API key should be stored in a sec" in body
@@ -111,7 +116,9 @@ def test_admin_pages_do_not_grow_queries_with_chunks_or_tools(staff_client):
 
     assert StreamChunk.objects.filter(run_id=big.run_id).count() >= 1000
     assert ToolExecution.objects.filter(run_id=big.run_id).count() == 20
-    change = [_count(staff_client, reverse("admin:helix_django_run_change", args=[f.run_id])) for f in (small, big)]
+    change = [
+        _count(staff_client, reverse("admin:helix_django_run_change", args=[quote(f.run_id)])) for f in (small, big)
+    ]
     assert change[0] == change[1]
     assert change[1] <= 40
     sessions = [
