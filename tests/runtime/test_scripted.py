@@ -49,7 +49,7 @@ async def test_default_reply_names_the_question_and_streams_in_tokens():
     deltas = [e.text for e in events if isinstance(e, TextDelta)]
     assert "".join(deltas) == default_reply("How do leases work?")
     assert "How do leases work?" in "".join(deltas[:8])
-    assert default_reply("x").count("\n\n") == 2  # a readable multi-paragraph answer
+    assert default_reply("x").count("\n\n") == 4  # a readable multi-paragraph answer
     assert events[-1] == Finish("stop", {"inputTokens": 10, "outputTokens": len(deltas)})
 
 

@@ -75,7 +75,14 @@ def default_reply(question: str) -> str:
         'configure an OpenAI-compatible provider in HELIX["AGENTS"] to get real answers.\n\n'
         "Every chunk of this reply is stored with a sequence number before it reaches you, "
         "so you can reload the page in the middle of it and the reply resumes exactly where it was, "
-        "with nothing lost and nothing repeated."
+        "with nothing lost and nothing repeated.\n\n"
+        "Things to try while an answer is being written: reload the page; switch the network off and "
+        "on again; stop the server and start it again, and the answer is either completed or shown as "
+        "interrupted, with its partial text kept and the recovery actions that apply to it; press Stop, "
+        "and the run ends as cancelled rather than failed; open a second tab and send from it, and it is "
+        "told that a run is already active, with a Retry that works once this one has finished.\n\n"
+        "Support staff find every generation in the Django admin, with its status, its partial text, "
+        "its tool executions and a timeline of its stream, and can reconcile one that got stuck."
     )
 
 
