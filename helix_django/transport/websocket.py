@@ -70,7 +70,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             content = json.loads(text_data or "")
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser can go
             await self.send_error(ValidationError("Malformed JSON message", cause="json"))
             return
         await self.receive_json(content)

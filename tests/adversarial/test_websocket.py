@@ -1,0 +1,103 @@
+"""The WebSocket under garbage: every bad frame answers one typed error frame and the socket stays usable."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from websockets.sync.client import connect
+
+from tests.transport.conftest import PREFIX, REPLY, new_session_id, user_message
+from tests.transport.test_stream_and_ws_live import cookie_of, text_of, ws_frames
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+GARBAGE = [
+    "{not json",
+    "",
+    "[" * 5000 + "]" * 5000,  # deeper than the interpreter's recursion limit
+    '{"a":' * 3000 + "1" + "}" * 3000,
+    "null",
+    "[]",
+    "42",
+    '"resume"',
+    '{"type": null}',
+    '{"type": ["resume"]}',
+    '{"type": "resume", "from_sequence": -1}',
+    '{"type": "resume", "from_sequence": 1.5}',
+    '{"type": "resume", "from_sequence": true}',
+    '{"type": "resume", "from_sequence": 1000000000000000000000000000000}',
+    '{"type": "resume", "from_sequence": "\\u00b2"}',
+    '{"type": "resume", "from_sequence": {"a": 1}}',
+    '{"type": "send"}',
+    '{"type": "send", "messages": "x"}',
+    '{"type": "send", "messages": [{"id": "u", "role": "user", "parts": [{"type": "text", "text": "\\ud800"}]}]}',
+    '{"type": "send", "messages": [{"id": "u", "role": "system", "parts": []}]}',
+    '{"type": "send", "messages": [{"id": "u", "role": "user", "parts": []}], "request_key": 12345678}',
+    '{"type": "send", "messages": [{"id": "u", "role": "user", "parts": []}], "request_key": "bad key"}',
+    '{"type": "cancel", "run_id": {"x": 1}}',
+    '{"type": "cancel", "run_id": "run_does_not_exist"}',
+    '{"type": "cancel"}',
+]
+
+
+def _session(users) -> tuple[str, str]:
+    sid = new_session_id()
+    r = httpx.post(users["server"].url(f"{PREFIX}/sessions/"), json={"id": sid}, headers=users["a"][1])
+    assert r.status_code == 201
+    return sid, f"{users['server'].ws_base_url}/ws{PREFIX}/sessions/{sid}/"
+
+
+@pytest.fixture
+def ws_users(users, shared_server):
+    return {**users, "server": shared_server}
+
+
+def test_garbage_frames_answer_typed_errors_and_the_socket_survives(ws_users):
+    from helix_django.models import Run
+
+    sid, url = _session(ws_users)
+    with connect(url, additional_headers=cookie_of(ws_users["a"][0]), max_size=None) as ws:
+        for text in GARBAGE:
+            ws.send(text)
+            frame = json.loads(ws.recv(timeout=5))
+            assert frame["type"] == "error", (text[:60], frame)
+            assert frame["code"] in ("validation_error", "state_run_not_found", "validation_run_not_found"), frame
+            assert "Traceback" not in json.dumps(frame)
+        ws.send(b"\x00\x01binary")
+        assert json.loads(ws.recv(timeout=5))["type"] == "error"
+        ws.send(json.dumps({"type": "resume", "from_sequence": 0}))
+        assert json.loads(ws.recv(timeout=5)) == {
+            "type": "error",
+            "error": "Stream not found",
+            "code": "stream_not_found",
+        }
+    assert not Run.objects.filter(session_id=sid).exists()
+
+
+def test_rapid_reconnects_and_resumes_from_every_cursor_of_a_run(ws_users):
+    sid, url = _session(ws_users)
+    cookie = cookie_of(ws_users["a"][0])
+    with connect(url, additional_headers=cookie) as ws:
+        ws.send(json.dumps({"type": "send", "messages": [user_message("hello")]}))
+        assert json.loads(ws.recv(timeout=10))["type"] == "run"
+        first = ws_frames(ws)
+    assert first[-1] == {"type": "end", "status": "completed"}
+    chunks = [f for f in first if f["type"] == "chunk"]
+    for _ in range(10):  # open and drop sockets at once, mid-handshake and right after a resume
+        with connect(url, additional_headers=cookie) as ws:
+            ws.send(json.dumps({"type": "resume", "from_sequence": chunks[3]["sequence"]}))
+    for cut in range(0, len(chunks), 7):
+        cursor = chunks[cut]["sequence"]
+        with connect(url, additional_headers=cookie) as ws:
+            ws.send(json.dumps({"type": "resume", "from_sequence": cursor}))
+            ws.send(json.dumps({"type": "resume", "from_sequence": cursor}))  # a second resume replaces the first
+            rest = ws_frames(ws, until=("end",))
+            # the replaced reader may have sent a prefix; the last complete pass is after the last chunk <= cursor
+            starts = [i for i, f in enumerate(rest) if f["type"] == "chunk" and f["sequence"] == cursor + 1]
+            tail = rest[starts[-1] :] if starts else rest
+        assert [f["sequence"] for f in tail if f["type"] == "chunk"] == [
+            f["sequence"] for f in chunks if f["sequence"] > cursor
+        ]
+        assert text_of(chunks[: cut + 1]) + text_of(tail) == REPLY
