@@ -8,21 +8,28 @@ PY := $(VENV)/bin/python
 
 .PHONY: demo test lint bench
 
-$(VENV)/.installed: pyproject.toml
+# The demo needs the app and the OpenAI SDK only; the tests need every extra.
+$(VENV)/.installed-demo: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[openai]"
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test]"
-	touch $@
+	touch $@ $(VENV)/.installed-demo
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.installed-demo
 	PYTHON=$(PY) bash scripts/demo.sh
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed-test
 	PYTHON=$(PY) bash scripts/test.sh
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-bench: $(VENV)/.installed
+bench: $(VENV)/.installed-test
 	$(PY) -m bench

@@ -178,5 +178,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"helix_django": {"handlers": ["console"], "level": os.environ.get("HELIX_LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "helix_django": {
+            "handlers": ["console"],
+            "level": os.environ.get("HELIX_LOG_LEVEL", "INFO"),
+            "propagate": False,  # daphne configures the root logger too: log each line once
+        }
+    },
 }

@@ -81,15 +81,16 @@ def sanitize(fields: dict[str, Any]) -> dict[str, Any]:
     return clean
 
 
-def emit(event: str, **fields: Any) -> dict[str, Any]:
-    """Log the telemetry ``event`` (one of :data:`EVENTS`) with sanitized ``fields``; return them.
+def emit(event: str, *, level: int = logging.INFO, **fields: Any) -> dict[str, Any]:
+    """Log the telemetry ``event`` (one of :data:`EVENTS`) with sanitized ``fields`` at ``level``; return them.
 
     Raises ValueError for an unknown event name (a programming error, never user input).
     """
     if event not in EVENTS:
         raise ValueError(f"unknown telemetry event {event!r}")
     clean = sanitize(fields)
-    logger.info(
+    logger.log(
+        level,
         "helix.%s %s",
         event,
         " ".join(f"{key}={clean[key]}" for key in sorted(clean)),

@@ -20,6 +20,7 @@ before the process died ends the run ``cancelled``: a cancelled run stays cancel
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
 import time
@@ -194,5 +195,7 @@ async def arecover(*, dry_run: bool = False, limit: int | None = None, now: date
             report.decisions.append(await arecover_run(run_id, dry_run=dry_run))
         except Exception as exc:  # noqa: BLE001 - one bad run must not stop the scan
             report.decisions.append(RunDecision(run_id, "", "skipped", f"error:{as_helix_error(exc).code}"))
-    telemetry.emit("recovery.scan", **{k: v for k, v in report.counts.items() if k in telemetry.ALLOWED_FIELDS})
+    counts = {k: v for k, v in report.counts.items() if k in telemetry.ALLOWED_FIELDS}
+    # A periodic scan that found nothing is routine: keep it out of INFO logs.
+    telemetry.emit("recovery.scan", level=logging.INFO if report.decisions else logging.DEBUG, **counts)
     return report
