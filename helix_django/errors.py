@@ -153,6 +153,15 @@ class RunNotFoundError(StateError):
     default_message = "Run not found"
 
 
+class RouteNotFoundError(HelixError):
+    """No helix endpoint at this path (404): unknown paths under the API prefix answer typed JSON too."""
+
+    code = "not_found"
+    http_status = 404
+    category = "validation"
+    default_message = "Not found"
+
+
 class RunNotActionableError(StateError):
     """A recovery or control action does not apply to the run in its current state."""
 

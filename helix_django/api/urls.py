@@ -2,9 +2,10 @@
 
 from typing import Any
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
+from helix_django import __version__
 from helix_django.api import recovery, views
 
 endpoint_patterns = [
@@ -37,10 +38,20 @@ endpoint_patterns = [
 class HelixSchemaView(SpectacularAPIView):
     """The OpenAPI schema of the helix endpoints only, with paths under the prefix the site mounted them at."""
 
+    custom_settings = {
+        "TITLE": "helix_django",
+        "DESCRIPTION": "Durable, resumable AI chat generations: sessions, snapshots, runs, recovery actions.",
+        "VERSION": __version__,
+    }
+
     def _get_schema_response(self, request: Any) -> Any:
         prefix = request.path[: -len("schema/")].lstrip("/")
         self.patterns = [path(prefix, include(endpoint_patterns))]
         return super()._get_schema_response(request)
 
 
-urlpatterns = [*endpoint_patterns, path("schema/", HelixSchemaView.as_view(), name="schema")]
+urlpatterns = [
+    *endpoint_patterns,
+    path("schema/", HelixSchemaView.as_view(), name="schema"),
+    re_path(r"^", views.RouteNotFoundView.as_view(), name="not-found"),
+]

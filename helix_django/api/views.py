@@ -36,7 +36,14 @@ from helix_django.api.serializers import (
     SessionSerializer,
     ToolResultsSerializer,
 )
-from helix_django.errors import AlreadyRunningError, HelixError, RunNotFoundError, SessionNotFoundError, TransportError
+from helix_django.errors import (
+    AlreadyRunningError,
+    HelixError,
+    RouteNotFoundError,
+    RunNotFoundError,
+    SessionNotFoundError,
+    TransportError,
+)
 from helix_django.ids import new_id
 from helix_django.models import ChatSession, Run
 from helix_django.snapshot import abuild_snapshot
@@ -244,3 +251,11 @@ class ToolResultsView(HelixAPIView):
                 "fromSequence": handle.from_sequence,
             }
         )
+
+
+@extend_schema(exclude=True)
+class RouteNotFoundView(HelixAPIView):
+    """Any other path under the API prefix: a typed 404 ``{error, code: "not_found"}``, never Django's HTML page."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        raise RouteNotFoundError()

@@ -1,0 +1,40 @@
+"""Unknown paths under the API prefix answer typed JSON; the schema names the app."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+import helix_django
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client():
+    client = APIClient()
+    client.force_login(get_user_model().objects.create_user("alice", password="pw"))
+    return client
+
+
+@pytest.mark.parametrize("path", ["/helix/api/nope", "/helix/api/sessions/s1/runs/r1/explode", "/helix/api/x/y/z/"])
+@pytest.mark.parametrize("method", ["get", "post", "delete"])
+def test_unknown_paths_are_typed_404s(client, path, method):
+    response = getattr(client, method)(path)
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json() == {"error": "Not found", "code": "not_found", "retryable": False}
+
+
+def test_anonymous_unknown_path_is_still_json():
+    response = APIClient().get("/helix/api/does-not-exist")
+    assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
+
+
+def test_schema_names_the_app_and_its_version(client):
+    response = client.get("/helix/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    info = response.json()["info"]
+    assert (info["title"], info["version"]) == ("helix_django", helix_django.__version__)
