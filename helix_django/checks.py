@@ -28,6 +28,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
     from helix_django.conf import helix_settings
 
+    messages.extend(_check_numbers(user))
+
     uses_database = False
     for alias, entry in (helix_settings.STREAM_MANAGERS or {}).items():
         path = entry.get("BACKEND", "") if isinstance(entry, dict) else ""
@@ -85,4 +87,48 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                     id="helix_django.W003",
                 )
             )
+    return messages
+
+
+#: Settings that must be positive numbers (seconds, milliseconds, bytes, counts).
+NUMERIC_SETTINGS = (
+    "STREAM_TTL_SECONDS",
+    "HEARTBEAT_SECONDS",
+    "LIVE_WAIT_TIMEOUT_MS",
+    "SNAPSHOT_READ_DEADLINE_MS",
+    "MAX_REQUEST_BYTES",
+    "LEASE_SECONDS",
+    "LEASE_RENEW_SECONDS",
+    "STUCK_AFTER_SECONDS",
+    "FLUSH_INTERVAL_MS",
+    "FLUSH_MAX_CHUNKS",
+)
+
+
+def _check_numbers(user: dict[str, Any]) -> list[Any]:
+    """E005 for a numeric setting that is not a positive number; W004 when the lease renews too late."""
+    messages: list[Any] = []
+    for key in NUMERIC_SETTINGS:
+        if key not in user:
+            continue
+        value = user[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+            messages.append(
+                Error(
+                    f"HELIX[{key!r}] must be a positive number.",
+                    hint=f"Set HELIX[{key!r}] to a number above 0 (the unit is in its name), or remove it.",
+                    id="helix_django.E005",
+                )
+            )
+    lease = user.get("LEASE_SECONDS", DEFAULTS["LEASE_SECONDS"])
+    renew = user.get("LEASE_RENEW_SECONDS", DEFAULTS["LEASE_RENEW_SECONDS"])
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (lease, renew))
+    if numbers and lease > 0 and renew >= lease:
+        messages.append(
+            Warning(
+                "HELIX['LEASE_RENEW_SECONDS'] is not below HELIX['LEASE_SECONDS']: leases expire before renewal.",
+                hint="Renew at most every third of the lease, e.g. LEASE_SECONDS=30, LEASE_RENEW_SECONDS=10.",
+                id="helix_django.W004",
+            )
+        )
     return messages

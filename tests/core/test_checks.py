@@ -44,3 +44,12 @@ def test_missing_channel_layer_and_sqlite_without_wal(settings):
         assert ids(check_settings()) == ["helix_django.W002", "helix_django.W003"]
     else:
         assert ids(check_settings()) == ["helix_django.W002"]
+
+
+def test_numeric_settings_must_be_positive_and_the_lease_renewed_in_time():
+    with override_settings(HELIX={"LEASE_SECONDS": "abc", "HEARTBEAT_SECONDS": 0, "MAX_REQUEST_BYTES": True}):
+        assert ids(check_settings()) == ["helix_django.E005", "helix_django.E005", "helix_django.E005"]
+    with override_settings(HELIX={"LEASE_SECONDS": 10, "LEASE_RENEW_SECONDS": 10}):
+        assert ids(check_settings()) == ["helix_django.W004"]
+    with override_settings(HELIX={"LEASE_SECONDS": 30, "LEASE_RENEW_SECONDS": 5, "FLUSH_INTERVAL_MS": 2.5}):
+        assert ids(check_settings()) == []
