@@ -6,6 +6,7 @@ import json
 import socket
 from typing import Any
 
+from tests.live import daphne_server, daphne_server_factory  # noqa: F401
 from tests.transport.conftest import shared_server, users  # noqa: F401
 
 
