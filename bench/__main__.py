@@ -67,6 +67,21 @@ def cleanup_postgres() -> None:
         cursor.execute("DELETE FROM helix_django_stream WHERE stream_id LIKE 'bench%%'")
 
 
+def cleanup_redis() -> None:
+    """Delete the Redis keys the run wrote (``helix:bench:*`` in the bench Redis database)."""
+    import redis
+    from django.conf import settings
+
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1)
+        keys = list(client.scan_iter(match="helix:bench:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+        client.close()
+    except redis.RedisError:
+        return  # no Redis here: nothing was written
+
+
 async def run_sections(names: list[str], sizes) -> tuple[list, list[str]]:
     """Run ``names`` in order; return (rows, names of sections that crashed)."""
     from bench.harness import Row
@@ -106,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, crashed = asyncio.run(run_sections(names, sizes))
     finally:
         cleanup_postgres()
+        cleanup_redis()
         if not args.keep:
             shutil.rmtree(settings.BENCH_DIR, ignore_errors=True)
     info = machine()
