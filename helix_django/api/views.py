@@ -8,6 +8,7 @@ session the caller does not own is 404 ``state_session_not_found`` everywhere.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -79,14 +80,23 @@ def _executor() -> Any:
 
 
 class HelixJSONParser(JSONParser):
-    """DRF's JSON parser; a body nested deeper than the interpreter can parse is a ParseError (400), not a 500."""
+    """DRF's JSON parser, refusing (ParseError, 400) what cannot be stored and rendered again.
+
+    A body nested deeper than the interpreter can parse (RecursionError, a 500 before), and
+    text holding a lone UTF-16 surrogate (``"\\ud800"``): stored in a tool result, it made
+    every later snapshot of the session a 500.
+    """
 
     def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        """Parse like ``JSONParser``; raise ParseError for a RecursionError."""
+        """Parse like ``JSONParser``; raise ParseError for a RecursionError or a lone surrogate."""
         try:
-            return super().parse(stream, media_type, parser_context)
+            data = super().parse(stream, media_type, parser_context)
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
         except RecursionError as exc:
             raise exceptions.ParseError("JSON nested too deeply") from exc
+        except UnicodeEncodeError as exc:
+            raise exceptions.ParseError("JSON text is not valid Unicode") from exc
+        return data
 
 
 class HelixAPIView(APIView):
