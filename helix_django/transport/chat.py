@@ -20,11 +20,11 @@ from asgiref.sync import sync_to_async
 from helix_django.api.errors import MethodNotAllowedError
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
-from helix_django.errors import HelixError, SessionNotFoundError
+from helix_django.errors import HelixError, SessionNotFoundError, ValidationError
 from helix_django.models import ChatSession, Message, Run
 from helix_django.store import aget_or_create_session, delete_session
 from helix_django.streams import get_stream_manager
-from helix_django.transport.auth import Identity, aauthenticate
+from helix_django.transport.auth import Identity, NotAuthenticatedError, aauthenticate
 from helix_django.transport.chat_request import ChatRequest, parse_chat_request
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
 from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
@@ -119,6 +119,14 @@ async def plan_chat(request: ChatRequest, identity: Identity) -> ResponsePlan:
     return await plan_resume(request, session)
 
 
+def _parse(scope: dict[str, Any], body: bytes) -> tuple[ChatRequest | None, ValidationError | None]:
+    """Return ``(request, None)`` or ``(None, the ValidationError)``; raised only after authentication."""
+    try:
+        return parse_chat_request(scope, scope["url_route"]["kwargs"]["session_id"], body), None
+    except ValidationError as exc:
+        return None, exc
+
+
 class ChatConsumer:
     """ASGI app of the chat route (HTTP only). Use ``ChatConsumer.as_asgi()`` in a URLRouter."""
 
@@ -136,8 +144,15 @@ class ChatConsumer:
             if scope["method"] not in ("GET", "POST"):
                 raise MethodNotAllowedError()
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            identity = await aauthenticate(scope, body, create_anonymous=scope["method"] == "POST")
-            request = parse_chat_request(scope, scope["url_route"]["kwargs"]["session_id"], body)
+            request, invalid = _parse(scope, body)
+            try:  # an invalid request never creates an anonymous visitor's Django session
+                identity = await aauthenticate(scope, body, create_anonymous=scope["method"] == "POST" and not invalid)
+            except NotAuthenticatedError:
+                if invalid is not None and helix_settings.ALLOW_ANONYMOUS:
+                    raise invalid from None
+                raise
+            if invalid is not None:
+                raise invalid
             disconnected, plan = await run_until_disconnect(receive, plan_chat(request, identity))
         except ClientDisconnected:
             return
