@@ -38,6 +38,17 @@ UI_MESSAGE_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["type"],
                 "properties": {"type": {"type": "string", "minLength": 1, "maxLength": 100}},
+                # The fields the model context reads (runtime/context.py) must have their types.
+                "allOf": [
+                    {
+                        "if": {"properties": {"type": {"enum": ["text", "reasoning"]}}},
+                        "then": {"required": ["text"], "properties": {"text": {"type": "string"}}},
+                    },
+                    {
+                        "if": {"properties": {"type": {"pattern": "^(tool-|dynamic-tool$)"}}},
+                        "then": {"required": ["toolCallId"], "properties": {"toolCallId": _ID}},
+                    },
+                ],
             },
         },
         "metadata": {"type": ["object", "null"]},
@@ -55,7 +66,9 @@ BODY_SCHEMA: dict[str, Any] = {
     },
 }
 _VALIDATOR = jsonschema.Draft202012Validator(BODY_SCHEMA)
-_KNOWN_FIELDS = frozenset({"id", "messages", "message", "trigger", "messageId", "role", "parts", "type", "metadata"})
+_KNOWN_FIELDS = frozenset(
+    {"id", "messages", "message", "trigger", "messageId", "role", "parts", "type", "metadata", "text", "toolCallId"}
+)
 
 
 @dataclasses.dataclass
