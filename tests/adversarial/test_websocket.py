@@ -101,3 +101,33 @@ def test_rapid_reconnects_and_resumes_from_every_cursor_of_a_run(ws_users):
             f["sequence"] for f in chunks if f["sequence"] > cursor
         ]
         assert text_of(chunks[: cut + 1]) + text_of(tail) == REPLY
+
+
+def test_connect_refusals_close_with_typed_codes(ws_users):
+    from websockets.exceptions import ConnectionClosed
+
+    sid, _ = _session(ws_users)
+    base = f"{ws_users['server'].ws_base_url}/ws{PREFIX}/sessions/"
+    cookie = cookie_of(ws_users["a"][0])
+    cases = [
+        ("x" * 129, 4400),
+        ("%E2%98%83", 4400),
+        ("chat_unknown_one", 4404),
+    ]
+    for session_id, code in cases:
+        with connect(base + session_id + "/", additional_headers=cookie) as ws:
+            frame = json.loads(ws.recv(timeout=5))
+            assert frame["type"] == "error" and frame["retryable"] is not None
+            with pytest.raises(ConnectionClosed):
+                ws.recv(timeout=5)
+            assert ws.close_code == code, (session_id, ws.close_code)
+    with connect(base + sid + "/", additional_headers=cookie_of(ws_users["b"][0])) as ws:  # another user's session
+        assert json.loads(ws.recv(timeout=5))["code"] == "state_session_not_found"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=5)
+        assert ws.close_code == 4404
+    with connect(base + sid + "/") as ws:  # no credentials
+        json.loads(ws.recv(timeout=5))
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=5)
+        assert ws.close_code == 4401
