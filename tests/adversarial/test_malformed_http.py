@@ -59,12 +59,12 @@ BAD_CHAT_BODIES = [
 ]
 
 
-@pytest.mark.parametrize("body", BAD_CHAT_BODIES, ids=range(len(BAD_CHAT_BODIES)))
-def test_malformed_chat_bodies_are_typed_400s(shared_server, client, body):
-    sid = new_session_id()
-    r = client.post(chat_url(shared_server, sid), content=body, headers={"content-type": "application/json"})
-    assert_typed_refusal(r.status_code, r.json())
-    assert nothing_written(sid)
+def test_malformed_chat_bodies_are_typed_400s(shared_server, client):
+    for body in BAD_CHAT_BODIES:
+        sid = new_session_id()
+        r = client.post(chat_url(shared_server, sid), content=body, headers={"content-type": "application/json"})
+        assert_typed_refusal(r.status_code, r.json(), statuses=(400,))
+        assert nothing_written(sid), body[:80]
 
 
 def _drf_routes(sid: str) -> list[tuple[str, str]]:
@@ -93,8 +93,12 @@ BAD_DRF_BODIES = [
 ]
 
 
-@pytest.mark.parametrize("body", BAD_DRF_BODIES, ids=range(len(BAD_DRF_BODIES)))
-def test_malformed_drf_bodies_are_typed_4xx(shared_server, client, users, body):
+def test_malformed_drf_bodies_are_typed_4xx(shared_server, client, users):
+    for body in BAD_DRF_BODIES:
+        _check_drf_body(shared_server, client, users, body)
+
+
+def _check_drf_body(shared_server, client, users, body):
     from helix_django.store import get_or_create_session
 
     sid = new_session_id()
