@@ -131,7 +131,8 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         """Cancel the given (or current) run of the session."""
         from helix_django.transport.chat import get_executor
 
-        session = await ChatSession.objects.aget(pk=self.session.pk)
+        # Read again (the current run moves on); a session deleted meanwhile is 404, not a 500.
+        session = await sync_to_async(get_owned_session)(self.session.pk, self.owner)
         run_id = content.get("run_id") or session.current_run_id
         if not isinstance(run_id, str) or not run_id:
             raise ValidationError("No run to cancel", cause="run_id")

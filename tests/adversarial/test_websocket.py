@@ -131,3 +131,22 @@ def test_connect_refusals_close_with_typed_codes(ws_users):
         with pytest.raises(ConnectionClosed):
             ws.recv(timeout=5)
         assert ws.close_code == 4401
+
+
+def test_a_send_on_a_socket_whose_session_was_deleted_is_typed_and_writes_nothing(ws_users):
+    from helix_django.models import ChatSession, Message, Run
+
+    sid, url = _session(ws_users)
+    with connect(url, additional_headers=cookie_of(ws_users["a"][0])) as ws:
+        r = httpx.delete(ws_users["server"].url(f"{PREFIX}/sessions/{sid}/"), headers=ws_users["a"][1])
+        assert r.status_code == 204
+        ws.send(json.dumps({"type": "send", "messages": [user_message("hello")]}))
+        frame = json.loads(ws.recv(timeout=10))
+        assert frame["type"] == "error", frame
+        assert frame["code"] != "framework_internal_error", frame
+        ws.send(json.dumps({"type": "cancel"}))
+        frame = json.loads(ws.recv(timeout=10))
+        assert frame["type"] == "error" and frame["code"] != "framework_internal_error", frame
+    assert not ChatSession.objects.filter(pk=sid).exists()
+    assert not Run.objects.filter(session_id=sid).exists()
+    assert not Message.objects.filter(session_id=sid).exists()
