@@ -56,6 +56,9 @@ DEFAULTS: dict[str, Any] = {
     # Stream writer coalescing: flush after this many ms or this many chunks.
     "FLUSH_INTERVAL_MS": 15,
     "FLUSH_MAX_CHUNKS": 64,
+    # Merge text/reasoning deltas of one part that wait for the same flush into one stored
+    # chunk (and one SSE frame); cursors and exactly-once delivery are unchanged.
+    "COALESCE_DELTAS": True,
     # Whether anonymous visitors may chat (their sessions belong to their Django session).
     "ALLOW_ANONYMOUS": False,
     # Channel layer alias used for cross-process stream wake-ups.

@@ -193,13 +193,7 @@ class LocalExecutor(RestartsMixin):
                 # A superseded run wrote between our head read and the claim: our chunks start later.
                 run.start_sequence = claimed.head_sequence
                 await store.aupdate_run(run.id, start_sequence=run.start_sequence)
-            writer = StreamWriter(
-                manager,
-                session.stream_id,
-                run.id,
-                flush_interval_ms=helix_settings.FLUSH_INTERVAL_MS,
-                max_chunks=helix_settings.FLUSH_MAX_CHUNKS,
-            )
+            writer = StreamWriter.from_settings(manager, session.stream_id, run.id)
             acc = MessageAccumulator(run.response_message_id, parts=launch.parts, metadata=launch.metadata)
             context = to_provider_messages(await rq.aload_rows(session.id, run.start_message_count))
             loop = RunLoop(

@@ -132,13 +132,7 @@ async def arun_handed_off(run_id: str, from_owner: str, data: dict[str, Any]) ->
     session = run.session
     agent = get_agent(run.agent or session.agent)
     manager = get_stream_manager()
-    writer = StreamWriter(
-        manager,
-        session.stream_id,
-        run.id,
-        flush_interval_ms=helix_settings.FLUSH_INTERVAL_MS,
-        max_chunks=helix_settings.FLUSH_MAX_CHUNKS,
-    )
+    writer = StreamWriter.from_settings(manager, session.stream_id, run.id)
     acc = MessageAccumulator(run.response_message_id, parts=data.get("parts"), metadata=data.get("metadata"))
     for sequence, chunk in await manager.read_all(session.stream_id, after=run.start_sequence):
         if chunk.get("_run") == run.id:

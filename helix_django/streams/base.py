@@ -287,6 +287,20 @@ class StreamWriter:
         self._error: BaseException | None = None
         self._flushed_at = -math.inf
 
+    @classmethod
+    def from_settings(cls, manager: BaseStreamManager, stream_id: str, run_id: str) -> StreamWriter:
+        """Return a writer configured by ``FLUSH_INTERVAL_MS``, ``FLUSH_MAX_CHUNKS`` and ``COALESCE_DELTAS``."""
+        from helix_django.conf import helix_settings
+
+        return cls(
+            manager,
+            stream_id,
+            run_id,
+            flush_interval_ms=helix_settings.FLUSH_INTERVAL_MS,
+            max_chunks=helix_settings.FLUSH_MAX_CHUNKS,
+            coalesce_deltas=helix_settings.COALESCE_DELTAS,
+        )
+
     def write(self, chunk: Chunk) -> None:
         """Queue ``chunk`` for the next batch."""
         if self._error is not None:
