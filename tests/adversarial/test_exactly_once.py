@@ -192,3 +192,28 @@ def test_a_client_dropping_anywhere_leaves_the_run_complete_and_the_snapshot_equ
             texts = [p for p in rendered["parts"] if p["type"] == "text"]
             assert [p for p in in_snapshot["parts"] if p["type"] == "text"] == texts, drop_after
             assert "".join(p["text"] for p in texts) == REPLY
+
+
+def test_concurrent_first_sends_to_a_new_session_leave_one_run_and_keep_the_session(daphne_server_factory, users):
+    """Racing first sends: one run wins; the losers' clean-up of a session they created never removes it."""
+    server = daphne_server_factory(helix=agent_settings(TEXT="Short answer.", PACE_TPS=400))
+    for _ in range(4):
+        sid = new_session_id()
+        barrier = threading.Barrier(4)
+
+        def send(i, sid=sid, barrier=barrier):
+            with httpx.Client(headers=users["a"][1], timeout=20) as c:
+                barrier.wait()
+                return read_sse(c, "POST", chat_url(server, sid), json=send_body(sid, [user_message(f"m{i}", f"u{i}")]))
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            results = list(pool.map(send, range(4)))
+        winners = [r for r in results if r.status == 200]
+        for r in results:
+            if r.status != 200:
+                assert_typed_refusal(r.status, r.body, statuses=(409,))
+        assert winners, [r.status for r in results]
+        assert all(w.done and w.text == "Short answer." for w in winners)
+        runs = Run.objects.filter(session_id=sid)
+        assert runs.count() == len(winners)
+        assert all(run.status == "completed" for run in runs)
