@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import DatabaseError
@@ -58,8 +58,22 @@ def derive_status(run: Run | None, stream: StreamInfo | None) -> str:
     return "ended"
 
 
-def _convert(message: Message, options: SnapshotOptions) -> dict[str, Any]:
-    ui = message.to_ui_message()
+class Row(NamedTuple):
+    """One committed message row as the snapshot reads it (no model instance: the read is hot)."""
+
+    position: int
+    ui_id: str
+    role: str
+    parts: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    checkpoint_id: int
+
+
+ROW_FIELDS = Row._fields
+
+
+def _convert(message: Row, options: SnapshotOptions) -> dict[str, Any]:
+    ui = {"id": message.ui_id, "role": message.role, "parts": message.parts, "metadata": message.metadata}
     if not options.include_reasoning:
         ui["parts"] = [p for p in ui["parts"] if p.get("type") != "reasoning"]
     return ui
@@ -97,12 +111,12 @@ def _read_head(session_id: str) -> tuple[ChatSession | None, Run | None, int | N
     return session, run, truncate_id
 
 
-def _read_body(session_id: str) -> tuple[Checkpoint | None, list[Message]]:
+def _read_body(session_id: str) -> tuple[Checkpoint | None, list[Row]]:
     checkpoint = Checkpoint.objects.filter(session_id=session_id).order_by("-id").first()
     rows = Message.objects.filter(session_id=session_id, position__isnull=False)
     if checkpoint is not None:
         rows = rows.filter(position__lt=checkpoint.message_count)
-    return checkpoint, list(rows.order_by("position"))
+    return checkpoint, [Row(*values) for values in rows.order_by("position").values_list(*ROW_FIELDS)]
 
 
 async def abuild_snapshot(
@@ -164,7 +178,7 @@ def _assemble(
     run: Run | None,
     stream: StreamInfo | None,
     checkpoint: Checkpoint | None,
-    rows: list[Message],
+    rows: list[Row],
     status: str,
     truncate_id: int | None,
     options: SnapshotOptions,
