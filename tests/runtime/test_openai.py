@@ -7,6 +7,8 @@ import json
 import threading
 
 import pytest
+from django.conf import settings as django_settings
+from django.test import override_settings
 
 from helix_django.models import Run, ToolExecution
 from helix_django.runtime.providers.base import ProviderRequest
@@ -41,7 +43,7 @@ def openai_agent(server, **options) -> dict:
     }
 
 
-async def test_chat_completions_stream_text_and_a_tool_call_round_trip(executor, session, use_agents, server):
+async def test_chat_completions_stream_text_and_a_tool_call_round_trip(executor, session, use_agents, server, request):
     server.replies += [
         Reply(
             text="Let me check.",
@@ -51,6 +53,10 @@ async def test_chat_completions_stream_text_and_a_tool_call_round_trip(executor,
         Reply(text=ANSWER),
     ]
     use_agents(default=openai_agent(server))
+    # Each provider delta stored as its own chunk, to see below that the SDK streamed the reply in pieces.
+    no_coalescing = override_settings(HELIX={**django_settings.HELIX, "COALESCE_DELTAS": False})
+    no_coalescing.enable()
+    request.addfinalizer(no_coalescing.disable)
     handle = await executor.execute(session, [user_message("Weather in Oslo?")])
     assert await executor.wait(handle.run_id, 20) == "completed"
 
