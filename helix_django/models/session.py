@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 
@@ -38,7 +39,7 @@ class ChatSession(models.Model):
         indexes = [models.Index(fields=["owner", "-updated_at"], name="helix_session_owner_idx")]
 
     def __str__(self) -> str:
-        return self.title or self.id
+        return Truncator(self.title).chars(40) if self.title else self.id
 
     @property
     def stream_id(self) -> str:

@@ -208,3 +208,11 @@ def test_leases_are_compare_and_set(session):
     Run.objects.filter(pk=run.id).update(lease_expires_at="2000-01-01T00:00:00Z")
     assert store.claim_lease(run.id, "proc-b", 30)
     assert not store.renew_lease(run.id, "proc-a", 30)
+
+
+def test_a_long_session_title_is_shortened_for_display():
+    session = store.get_or_create_session("sess-title")[0]
+    session.title = "What happens to an answer if I reload the page while it is being written?"
+    assert str(session) == "What happens to an answer if I reload t…"
+    session.title = ""
+    assert str(session) == "sess-title"
