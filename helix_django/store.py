@@ -467,6 +467,22 @@ def resolve_tool_execution(execution_id: int, *, status: str, result: Any = None
         raise RunNotActionableError(cause="tool_not_unknown")
 
 
+def discard_empty_session(session_id: str) -> bool:
+    """Delete the session if nothing was ever written to it (no run, no message); True if deleted.
+
+    Check and delete happen under the session's row lock, the lock every run-start commit
+    takes, so a racing send that starts a run in the session keeps it.
+    """
+    with transaction.atomic():
+        session = ChatSession.objects.select_for_update().filter(pk=session_id).first()
+        if session is None or session.current_run_id or session.message_count:
+            return False
+        if Run.objects.filter(session=session).exists() or Message.objects.filter(session=session).exists():
+            return False
+        session.delete()
+        return True
+
+
 def delete_session(session_id: str) -> None:
     """Delete a session with its messages, runs and checkpoints (cascade)."""
     ChatSession.objects.filter(pk=session_id).delete()

@@ -22,7 +22,7 @@ from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, SessionNotFoundError, ValidationError
 from helix_django.models import ChatSession, Message, Run
-from helix_django.store import aget_or_create_session, delete_session
+from helix_django.store import aget_or_create_session, discard_empty_session
 from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, NotAuthenticatedError, aauthenticate
 from helix_django.transport.chat_request import ChatRequest, parse_chat_request
@@ -60,14 +60,6 @@ async def _is_send(request: ChatRequest, session: ChatSession) -> bool:
     return not committed
 
 
-def _discard_if_empty(session_id: str) -> None:
-    if (
-        not Run.objects.filter(session_id=session_id).exists()
-        and not Message.objects.filter(session_id=session_id).exists()
-    ):
-        delete_session(session_id)
-
-
 async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession, created: bool) -> ResponsePlan:
     """Execute the send and plan its stream from the head read before ``execute()``.
 
@@ -90,7 +82,7 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
         handle = await asyncio.shield(asyncio.ensure_future(execute))
     except HelixError:
         if created:
-            await sync_to_async(_discard_if_empty)(session.id)
+            await sync_to_async(discard_empty_session)(session.id)
         raise
     if handle.is_pending_batch:
         return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)

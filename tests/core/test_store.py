@@ -216,3 +216,14 @@ def test_a_long_session_title_is_shortened_for_display():
     assert str(session) == "What happens to an answer if I reload t…"
     session.title = ""
     assert str(session) == "sess-title"
+
+
+def test_discard_empty_session_keeps_a_session_with_a_run():
+    store.get_or_create_session("empty")
+    assert store.discard_empty_session("empty") is True
+    assert not ChatSession.objects.filter(pk="empty").exists()
+    store.get_or_create_session("used")
+    start(session_id="used")
+    assert store.discard_empty_session("used") is False
+    assert ChatSession.objects.filter(pk="used").exists()
+    assert store.discard_empty_session("missing") is False
