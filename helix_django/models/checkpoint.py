@@ -28,7 +28,7 @@ class Checkpoint(models.Model):
     run = models.ForeignKey(
         "helix_django.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="checkpoints"
     )
-    kind = models.CharField(max_length=16, choices=CheckpointKind.choices)
+    kind = models.CharField(max_length=16, choices=CheckpointKind)
     message_count = models.PositiveIntegerField()
     stream_sequence = models.BigIntegerField()
     step_count = models.PositiveIntegerField(default=0)

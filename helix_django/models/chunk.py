@@ -22,7 +22,7 @@ class Stream(models.Model):
     """
 
     stream_id = models.CharField(primary_key=True, max_length=128)
-    status = models.CharField(max_length=16, choices=StreamStatus.choices, default=StreamStatus.ACTIVE)
+    status = models.CharField(max_length=16, choices=StreamStatus, default=StreamStatus.ACTIVE)
     run_id = models.CharField(max_length=64, blank=True, default="")
     head_sequence = models.BigIntegerField(default=0)
     claim_epoch = models.BigIntegerField(default=0)

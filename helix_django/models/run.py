@@ -45,7 +45,7 @@ class Run(models.Model):
 
     id = models.CharField(primary_key=True, max_length=64)
     session = models.ForeignKey("helix_django.ChatSession", on_delete=models.CASCADE, related_name="runs")
-    status = models.CharField(max_length=32, choices=RunStatus.choices, default=RunStatus.STARTING)
+    status = models.CharField(max_length=32, choices=RunStatus, default=RunStatus.STARTING)
     kind = models.CharField(max_length=16, default="send")
     turn_message_id = models.CharField(max_length=128, blank=True, default="")
     attempt = models.PositiveIntegerField(default=1)
