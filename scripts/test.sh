@@ -18,5 +18,5 @@ echo "== pytest (SQLite, Redis)"
 
 if [ -n "${HELIX_PG_URL:-}" ]; then
   echo "== pytest (PostgreSQL, Redis)"
-  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "$PYTHON" -m pytest -q -p no:cacheprovider -m "not browser" "$@"
+  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "$PYTHON" -m pytest -q -p no:cacheprovider "$@"
 fi

@@ -1,7 +1,8 @@
 """The example site's settings for a daphne server started by a browser test.
 
 Everything of ``example_project.settings`` (the embedded default the README's demo runs),
-on the live test database (``HELIX_SQLITE_PATH``, set by tests/live.py), with the HELIX
+on the live test database (``HELIX_SQLITE_PATH`` or ``HELIX_TEST_DATABASE_URL``, set by
+tests/live.py), with the HELIX
 overrides a test passes as ``HELIX_TEST_OVERRIDES`` (JSON, merged per agent for AGENTS).
 """
 
@@ -10,6 +11,11 @@ import os
 
 from example_project.settings import *  # noqa: F403
 from example_project.settings import HELIX
+
+if os.environ.get("HELIX_TEST_DATABASE_URL"):  # the PostgreSQL test run (tests/live.py points it at the test DB)
+    import dj_database_url
+
+    DATABASES = {"default": dj_database_url.parse(os.environ["HELIX_TEST_DATABASE_URL"])}
 
 DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
