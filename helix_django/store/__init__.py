@@ -1,0 +1,106 @@
+"""The state store: the only code that writes sessions, runs, messages and checkpoints.
+
+Every commit writes its message rows and its checkpoint in one transaction, so they
+always agree (002, "Snapshots"). Every write of a run is fenced on its run id: once a
+newer run superseded it (or it ended), its writes raise RunSupersededError and change
+nothing (002, "Superseded runs"). Functions are synchronous; the ``a``-prefixed twins
+run them in the ORM's thread for async callers.
+"""
+
+from helix_django.store.commits import (
+    TERMINAL_COMMIT_STATUSES,
+    RunStartRequest,
+    RunStartResult,
+    acommit_step,
+    acommit_terminal,
+    aget_or_create_session,
+    astart_run,
+    aupdate_run,
+    commit_step,
+    commit_terminal,
+    delete_session,
+    discard_empty_session,
+    get_or_create_session,
+    start_run,
+    update_run,
+)
+from helix_django.store.leases import (
+    aclaim_lease,
+    arenew_lease,
+    atake_over_lease,
+    claim_lease,
+    renew_lease,
+    take_over_lease,
+)
+from helix_django.store.recovery import (
+    RECOVERY_FIELDS,
+    aarchive_response,
+    archive_response,
+    arecord_recovery,
+    aresolve_tool_execution,
+    atransition_run,
+    record_recovery,
+    resolve_tool_execution,
+    transition_run,
+)
+from helix_django.store.tools import (
+    FINAL_TOOL_STATUSES,
+    aanswer_tool_execution,
+    afind_tool_executions,
+    afinish_tool_execution,
+    alist_tool_executions,
+    amark_started_tool_executions_unknown,
+    answer_tool_execution,
+    asave_tool_execution,
+    find_tool_executions,
+    finish_tool_execution,
+    list_tool_executions,
+    mark_started_tool_executions_unknown,
+    save_tool_execution,
+)
+
+__all__ = [
+    "FINAL_TOOL_STATUSES",
+    "RECOVERY_FIELDS",
+    "RunStartRequest",
+    "RunStartResult",
+    "TERMINAL_COMMIT_STATUSES",
+    "aanswer_tool_execution",
+    "aarchive_response",
+    "aclaim_lease",
+    "acommit_step",
+    "acommit_terminal",
+    "afind_tool_executions",
+    "afinish_tool_execution",
+    "aget_or_create_session",
+    "alist_tool_executions",
+    "amark_started_tool_executions_unknown",
+    "answer_tool_execution",
+    "archive_response",
+    "arecord_recovery",
+    "arenew_lease",
+    "aresolve_tool_execution",
+    "asave_tool_execution",
+    "astart_run",
+    "atake_over_lease",
+    "atransition_run",
+    "aupdate_run",
+    "claim_lease",
+    "commit_step",
+    "commit_terminal",
+    "delete_session",
+    "discard_empty_session",
+    "find_tool_executions",
+    "finish_tool_execution",
+    "get_or_create_session",
+    "list_tool_executions",
+    "mark_started_tool_executions_unknown",
+    "record_recovery",
+    "renew_lease",
+    "resolve_tool_execution",
+    "save_tool_execution",
+    "start_run",
+    "take_over_lease",
+    "transition_run",
+    "update_run",
+]

@@ -1,0 +1,112 @@
+"""Recovery writes: bookkeeping, status transitions and partial-answer decisions (000, "Recovery actions")."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import transaction
+from django.utils import timezone
+
+from helix_django.errors import (
+    RunNotActionableError,
+    RunNotFoundError,
+)
+from helix_django.models import (
+    LIVE_STATUSES,
+    Checkpoint,
+    CheckpointKind,
+    Message,
+    Run,
+    ToolExecution,
+    ToolExecutionStatus,
+)
+from helix_django.store.commits import _checkpoint, _lock_session
+
+#: Run fields a recovery may set on a run in any status (never its status or fence).
+RECOVERY_FIELDS = frozenset(
+    {"recovery_action", "is_continuation_valid", "provider_cancel_result", "cancel_requested_at", "interrupted_stage"}
+)
+
+
+def record_recovery(run_id: str, **fields: Any) -> None:
+    """Set recovery bookkeeping (:data:`RECOVERY_FIELDS`) on a run in any status (000, "Recovery actions").
+
+    Raises RunNotFoundError for an unknown run, ValueError for any other field.
+    """
+    if set(fields) - RECOVERY_FIELDS:
+        raise ValueError(f"not a recovery field: {sorted(set(fields) - RECOVERY_FIELDS)}")
+    if not Run.objects.filter(pk=run_id).update(**fields):
+        raise RunNotFoundError()
+
+
+def transition_run(
+    run_id: str, from_statuses: frozenset[str], status: str, *, lease_owner: str = "", lease_seconds: int = 30
+) -> bool:
+    """Move the session's current run from one of ``from_statuses`` to ``status`` (compare-and-set).
+
+    Used by recovery (``interrupted`` -> ``recovering`` while it checks a provider
+    operation); takes the lease for ``lease_owner``. Returns False, changing nothing, when
+    the run is in another status or no longer its session's current run.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id).only("session_id").first()
+        if run is None:
+            raise RunNotFoundError()
+        session = _lock_session(run.session_id)
+        if session.current_run_id != run_id:
+            return False
+        expires = now + timedelta(seconds=lease_seconds) if lease_owner else None
+        return bool(
+            Run.objects.filter(pk=run_id, status__in=from_statuses).update(
+                status=status, lease_owner=lease_owner, lease_expires_at=expires, last_event_at=now, finished_at=None
+            )
+        )
+
+
+def archive_response(run_id: str, *, stream_sequence: int) -> Checkpoint:
+    """Remove ``run``'s response row from the conversation ("Discard partial"), with a ``truncate`` checkpoint.
+
+    The row keeps its content, archived (``position=None``), so the attempt stays
+    auditable. Only for a terminal run that is still its session's current run: raises
+    RunNotFoundError, or RunNotActionableError when the run is live or a later turn exists.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:
+            raise RunNotFoundError()
+        session = _lock_session(run.session_id)
+        if session.current_run_id != run_id or run.status in LIVE_STATUSES:
+            raise RunNotActionableError(cause="not_current_terminal_run")
+        count = run.start_message_count
+        Message.objects.filter(session=session, position__gte=count).update(position=None, archived_at=now)
+        session.message_count = count
+        cp = _checkpoint(session, None, CheckpointKind.TRUNCATE, count, stream_sequence, 0)
+        session.save(update_fields=["message_count", "updated_at"])
+    return cp
+
+
+def resolve_tool_execution(execution_id: int, *, status: str, result: Any = None, error_code: str = "") -> None:
+    """Record staff's resolution of a tool execution whose outcome was ``unknown``.
+
+    ``status`` is ``succeeded`` (it ran; ``result`` is its JSON result) or ``failed``
+    (``error_code`` says why, e.g. ``not_executed``). Raises RunNotActionableError
+    (``cause: tool_not_unknown``) when the execution is not ``unknown``.
+    """
+
+    if status not in (ToolExecutionStatus.SUCCEEDED, ToolExecutionStatus.FAILED):
+        raise ValueError(f"not a resolution status: {status}")
+    updated = ToolExecution.objects.filter(pk=execution_id, status=ToolExecutionStatus.UNKNOWN).update(
+        status=status, result=result, error_code=error_code, finished_at=timezone.now()
+    )
+    if not updated:
+        raise RunNotActionableError(cause="tool_not_unknown")
+
+
+arecord_recovery = sync_to_async(record_recovery)
+atransition_run = sync_to_async(transition_run)
+aarchive_response = sync_to_async(archive_response)
+aresolve_tool_execution = sync_to_async(resolve_tool_execution)
