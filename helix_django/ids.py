@@ -16,12 +16,17 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+def is_valid_session_id(value: object) -> bool:
+    """Return whether ``value`` is a valid public session id (1-128 of ``[A-Za-z0-9_-]``)."""
+    return isinstance(value, str) and bool(_ID_RE.match(value))
+
+
 def validate_session_id(value: object) -> str:
     """Return ``value`` if it is a valid public session id (1-128 of ``[A-Za-z0-9_-]``).
 
     Raises ValidationError (``cause: session_id``); the value is never echoed.
     """
-    if not isinstance(value, str) or not _ID_RE.match(value):
+    if not is_valid_session_id(value):
         raise ValidationError("Invalid session id", cause="session_id")
     return value
 

@@ -14,6 +14,7 @@ from django.db.models import Q, QuerySet
 
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, SessionNotFoundError
+from helix_django.ids import is_valid_session_id
 from helix_django.models import ChatSession
 
 
@@ -98,7 +99,13 @@ def owned_sessions(owner: Owner) -> QuerySet[ChatSession]:
 
 
 def get_owned_session(session_id: str, owner: Owner) -> ChatSession:
-    """Return the session if ``owner`` owns it; raise SessionNotFoundError (404) otherwise."""
+    """Return the session if ``owner`` owns it; raise SessionNotFoundError (404) otherwise.
+
+    An id that is not a valid session id (``ids.validate_session_id``) cannot exist: it is
+    a 404 without a query (PostgreSQL refuses NUL characters in a query parameter).
+    """
+    if not is_valid_session_id(session_id):
+        raise SessionNotFoundError()
     session = ChatSession.objects.filter(pk=session_id).first()
     if session is None or not owner.owns(session):
         raise SessionNotFoundError()

@@ -3,6 +3,7 @@ a send racing a cancel, and clients that drop at many points (issue 4; 002, "How
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 import time
@@ -44,7 +45,8 @@ def wait_idle(client, server, sid):
 
 
 def ids_and_data(result):
-    return [(int(e.id), e.data) for e in result.events if e.id]
+    """``[(sequence, chunk dict)]``: chunks compare as JSON values (PostgreSQL's jsonb does not keep key order)."""
+    return [(int(e.id), json.loads(e.data)) for e in result.events if e.id]
 
 
 def reference_after_start(client, server, sid, run):
