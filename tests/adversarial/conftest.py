@@ -6,6 +6,8 @@ import json
 import socket
 from typing import Any
 
+import pytest
+
 from tests.live import daphne_server, daphne_server_factory  # noqa: F401
 from tests.transport.conftest import shared_server, users  # noqa: F401
 
@@ -51,3 +53,24 @@ def raw_request(port: int, data: bytes, *, timeout: float = 5.0) -> tuple[int, d
                 break
             rest += part
         return status, headers, rest[: length if length >= 0 else None]
+
+
+@pytest.fixture(autouse=True)
+def _runs_end_before_flush(request):
+    """After each test, let the servers finish the runs it started before the database is flushed.
+
+    A run still writing while the flush truncates its tables deadlocks on PostgreSQL. Waits
+    at most 30 s for runs that are starting, streaming or running tools (a run suspended on
+    a client tool waits for the browser and is left alone).
+    """
+    yield
+    if request.node.get_closest_marker("django_db") is None:
+        return
+    import time
+
+    from helix_django.models import Run, RunStatus
+
+    active = (RunStatus.STARTING, RunStatus.STREAMING, RunStatus.TOOLING)
+    deadline = time.monotonic() + 30
+    while Run.objects.filter(status__in=active).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
