@@ -104,7 +104,7 @@ async def test_cancel_errors_are_typed(executor, session, use_agents):
 
 
 async def test_a_run_that_loses_its_lease_stops_writing(executor, session, use_agents):
-    use_agents(default=agent({"PACE_TPS": 50}))
+    use_agents(default=agent({"PACE_TPS": 10}))  # a reply far longer than a lease renewal
     handle = await executor.execute(session, [user_message("long")])
     # Another process takes the run over (its lease expired there, say).
     await Run.objects.filter(pk=handle.run_id).aupdate(lease_owner="other-process")
