@@ -27,6 +27,7 @@ from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agents import Agent
 from helix_django.runtime.context import CONTINUE_INSTRUCTION, to_provider_messages
 from helix_django.runtime.endings import EndingsMixin
+from helix_django.runtime.requests import aload_rows
 from helix_django.runtime.steps import AttemptStreamer, StepResult
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
 from helix_django.streams.base import StreamWriter
@@ -38,7 +39,8 @@ class RunLoop(EndingsMixin):
     """Executes one run after its stream was claimed and its opening chunks were written.
 
     ``context`` are the provider messages of the committed rows before the response
-    message; ``acc`` holds the response message (re-opened for a continuation).
+    message, loaded when the run starts executing (not before its caller gets the
+    handle); ``acc`` holds the response message (re-opened for a continuation).
     ``approved`` are ``(tool, arguments, tool_call_id)`` to execute before the first step.
     """
 
@@ -49,7 +51,6 @@ class RunLoop(EndingsMixin):
         agent: Agent,
         writer: StreamWriter,
         acc: MessageAccumulator,
-        context: list[dict[str, Any]],
         owner: str,
         user: Any = None,
         approved: list[tuple[Any, dict[str, Any], str]] | None = None,
@@ -61,7 +62,7 @@ class RunLoop(EndingsMixin):
         self.writer = writer
         self.manager = writer.manager
         self.acc = acc
-        self.context = context
+        self.context: list[dict[str, Any]] = []
         self.owner = owner
         self.user = user
         self.approved = approved or []
@@ -130,6 +131,7 @@ class RunLoop(EndingsMixin):
 
     async def _body(self) -> str:
         await store.aupdate_run(self.run_id, status=RunStatus.STREAMING)
+        self.context = to_provider_messages(await aload_rows(self.run.session_id, self.run.start_message_count))
         if self.approved:
             await self._run_approved()
         reason = "stop"

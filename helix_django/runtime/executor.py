@@ -17,6 +17,7 @@ away should ``await executor.wait(run_id)`` first (the process would take the ru
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import socket
@@ -44,7 +45,6 @@ from helix_django.protocol import MessageAccumulator
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
-from helix_django.runtime.context import to_provider_messages
 from helix_django.runtime.entries import acurrent_run, typed
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.restarts import RestartsMixin
@@ -71,6 +71,7 @@ class LocalExecutor(RestartsMixin):
         self._entries: dict[str, Entry] = {}
         self._recent: dict[str, Entry] = {}
         """Runs that ended here lately (oldest first), so :meth:`wait` can still report them."""
+        self._announcements: set[asyncio.Task[None]] = set()
         self.runner = RunnerLoop(f"helix-runs-{self.owner}")
         """The long-lived loop this executor's run tasks execute on."""
 
@@ -195,13 +196,11 @@ class LocalExecutor(RestartsMixin):
                 await store.aupdate_run(run.id, start_sequence=run.start_sequence)
             writer = StreamWriter.from_settings(manager, session.stream_id, run.id)
             acc = MessageAccumulator(run.response_message_id, parts=launch.parts, metadata=launch.metadata)
-            context = to_provider_messages(await rq.aload_rows(session.id, run.start_message_count))
             loop = RunLoop(
                 run=run,
                 agent=agent,
                 writer=writer,
                 acc=acc,
-                context=context,
                 owner=owner,
                 user=user,
                 approved=launch.approved,
@@ -223,10 +222,28 @@ class LocalExecutor(RestartsMixin):
                 # append the message twice (002, "Wire errors").
                 raise FrameworkInternalError(cause="after_run_start") from exc
             raise
+        announced = copy.copy(run)  # the run task mutates ``run`` on this loop from now on
+        self._announce(announced)
         await self._dispatch(entry, loop)
         entry.claimed.set_result(True)
-        await run_started.asend(sender=Run, run=run)
-        return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence)
+        return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence, run=announced)
+
+    def _announce(self, run: Run) -> None:
+        """Send ``run_started`` in a task of its own (before the run's task: same loop, FIFO).
+
+        Receivers (telemetry, stale-continuation checks) may query the database; the
+        caller's first byte does not wait for them. A receiver's error is logged.
+        """
+
+        async def send() -> None:
+            try:
+                await run_started.asend(sender=Run, run=run)
+            except Exception as exc:
+                logger.warning("a run_started receiver failed for run %s: %s", run.id, type(exc).__name__)
+
+        task = asyncio.get_running_loop().create_task(send(), name=f"helix-run-started-{run.id}")
+        self._announcements.add(task)
+        task.add_done_callback(self._announcements.discard)
 
     async def _abort_start(self, run: Run, exc: BaseException) -> None:
         """End a run whose stream could not be opened (it never started inference)."""

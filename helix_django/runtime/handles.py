@@ -8,7 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from helix_django import store
-from helix_django.models import RunStatus
+from helix_django.models import Run, RunStatus
 
 if TYPE_CHECKING:
     from helix_django.runtime.agent import RunLoop
@@ -21,6 +21,8 @@ class RunHandle:
     ``is_duplicate``: a keyed repeat attached to the original run (002, "Retried sends and
     request keys"). ``is_pending_batch``: a tool-result request left the client-tool batch
     partial; nothing was started and the run stays suspended (002: an empty 200 stream).
+    ``run``: the Run as of the handle's creation when the entry point had it at hand (a
+    copy the caller may keep; None otherwise: read it by ``run_id``).
     """
 
     run_id: str
@@ -30,6 +32,7 @@ class RunHandle:
     is_duplicate: bool = False
     run_status: str = RunStatus.STARTING
     is_pending_batch: bool = False
+    run: Run | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 @dataclasses.dataclass

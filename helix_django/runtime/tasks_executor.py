@@ -32,10 +32,8 @@ from helix_django import store
 from helix_django.conf import helix_settings
 from helix_django.models import ChatSession, Run
 from helix_django.protocol import MessageAccumulator
-from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
-from helix_django.runtime.context import to_provider_messages
 from helix_django.runtime.executor import LocalExecutor
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.streams import get_stream_manager
@@ -138,14 +136,12 @@ async def arun_handed_off(run_id: str, from_owner: str, data: dict[str, Any]) ->
         if chunk.get("_run") == run.id:
             acc.apply(chunk)
             writer.last_sequence = sequence
-    context = to_provider_messages(await rq.aload_rows(session.id, run.start_message_count))
     approved = [(agent.tools[name], arguments, call_id) for name, arguments, call_id in data.get("approved", [])]
     loop = RunLoop(
         run=run,
         agent=agent,
         writer=writer,
         acc=acc,
-        context=context,
         owner=owner,
         user=await sync_to_async(_user)(data.get("user_id")),
         approved=approved,

@@ -11,6 +11,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
+from django.db.models import Subquery
 from django.utils import timezone
 
 from helix_django.errors import (
@@ -89,20 +90,33 @@ def _lock_session(session_id: str) -> ChatSession:
 
 def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
     """Lock the run's session and return (session, run) if the run may still write."""
-    run = Run.objects.filter(pk=run_id).only("session_id").first()
+    # Lock the session through the run (one query), then read the run under that lock.
+    of_run = Run.objects.filter(pk=run_id).values("session_id")[:1]
+    session = ChatSession.objects.select_for_update().filter(pk=Subquery(of_run)).first()
+    run = Run.objects.filter(pk=run_id).first() if session is not None else None
     if run is None:
         raise RunNotFoundError()
-    session = _lock_session(run.session_id)
-    run = Run.objects.get(pk=run_id)
     if session.current_run_id != run_id or run.status not in LIVE_STATUSES:
         raise RunSupersededError()
     return session, run
 
 
+def _active_positions(session: ChatSession, ui_ids: list[Any]) -> dict[str, int]:
+    """Return ``{ui_id: position}`` of the session's active rows among ``ui_ids``."""
+    rows = Message.objects.filter(session=session, position__isnull=False, ui_id__in=ui_ids)
+    return dict(rows.values_list("ui_id", "position"))
+
+
 def _write_message(
-    session: ChatSession, position: int, ui_message: dict[str, Any], *, run: Run | None, checkpoint_id: int
+    session: ChatSession,
+    position: int,
+    ui_message: dict[str, Any],
+    *,
+    run: Run | None,
+    checkpoint_id: int,
+    is_new: bool = False,
 ) -> Message:
-    """Insert or replace the active row at ``position``."""
+    """Insert or replace the active row at ``position`` (``is_new``: the caller knows none is there)."""
     fields = {
         "ui_id": ui_message["id"],
         "role": ui_message["role"],
@@ -111,7 +125,7 @@ def _write_message(
         "run": run,
         "checkpoint_id": checkpoint_id,
     }
-    updated = Message.objects.filter(session=session, position=position).update(**fields)
+    updated = 0 if is_new else Message.objects.filter(session=session, position=position).update(**fields)
     if updated:
         return Message(session=session, position=position, **fields)
     return Message.objects.create(session=session, position=position, **fields)
@@ -136,12 +150,14 @@ def get_or_create_session(
 
     Ownership is checked by callers (another owner's session is "not found" to them).
     """
+    session = ChatSession.objects.filter(pk=session_id).first()
+    if session is not None:  # the common case: no transaction, no write lock
+        return session, False
     try:
         with transaction.atomic():
-            return ChatSession.objects.get_or_create(
-                pk=session_id, defaults={"owner_id": owner_id, "anonymous_key": anonymous_key, "agent": agent}
-            )
-    except IntegrityError:
+            fields = {"owner_id": owner_id, "anonymous_key": anonymous_key, "agent": agent}
+            return ChatSession.objects.create(pk=session_id, **fields), True
+    except IntegrityError:  # created by a concurrent request since the read above
         return ChatSession.objects.get(pk=session_id), False
 
 
@@ -174,12 +190,8 @@ def start_run(request: RunStartRequest) -> RunStartResult:
             session.message_count = count
             truncate_cp = _checkpoint(session, None, CheckpointKind.TRUNCATE, count, request.stream_sequence, 0)
         inputs = list(request.input_messages)
-        known = dict(
-            Message.objects.filter(
-                session=session, position__isnull=False, ui_id__in=[m.get("id") for m in inputs]
-            ).values_list("ui_id", "position")
-        )
-        positions = []
+        known = _active_positions(session, [m.get("id") for m in inputs]) if count else {}
+        positions, first_new = [], count
         for message in inputs:
             if message.get("id") in known:
                 positions.append(known[message["id"]])
@@ -215,7 +227,8 @@ def start_run(request: RunStartRequest) -> RunStartResult:
         message_count = count
         cp = _checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
         for position, message in zip(positions, inputs, strict=True):
-            _write_message(session, position, message, run=run, checkpoint_id=cp.id)
+            # Positions from ``first_new`` on hold no active row (the session counts [0, n)).
+            _write_message(session, position, message, run=run, checkpoint_id=cp.id, is_new=position >= first_new)
         session.current_run = run
         session.message_count = message_count
         session.save(update_fields=["current_run", "message_count", "updated_at"])

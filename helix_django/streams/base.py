@@ -151,6 +151,22 @@ class BaseStreamManager(abc.ABC):
             out.extend(batch)
             after = batch[-1][0]
 
+    async def read_backlog(self, stream_id: str, *, after: int = 0) -> tuple[list[StoredChunk], StreamInfo | None]:
+        """Return the chunks after ``after`` up to the head the last read reported, and that info.
+
+        The backlog of a reader that follows the stream live from there: unlike
+        :meth:`read_all`, it stops once a batch reaches the reported head, so a caught-up
+        read costs nothing more (chunks stored after that info was taken come live).
+        The info is None when the stream does not exist.
+        """
+        out: list[StoredChunk] = []
+        while True:
+            batch, info = await self.read_after(stream_id, after, limit=1000)
+            out.extend(batch)
+            if not batch or info is None or batch[-1][0] >= info.head_sequence:
+                return out, info
+            after = batch[-1][0]
+
     def check(self) -> list[CheckMessage]:
         """Validate OPTIONS; return Django check messages."""
         return []

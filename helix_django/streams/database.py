@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, connections, router, transaction
+from django.db import DatabaseError, IntegrityError, connections, router, transaction
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream, StreamChunk
@@ -199,17 +199,23 @@ class DatabaseStreamManager(BaseStreamManager):
         return sequences, payloads
 
     def _claim_sync(self, stream_id: str, run_id: str, epoch: int) -> StreamInfo:
+        claimed = {"run_id": run_id, "claim_epoch": epoch, "status": ACTIVE, "end_status": "", "error": None}
         with transaction.atomic(using=self.using):
             streams = Stream.objects.using(self.using)
-            # The row exists before it is locked, so two first claims racing (PostgreSQL) still
-            # compare-and-set: the later one waits for the other's insert, then sees its epoch.
-            streams.get_or_create(pk=stream_id)
-            row = streams.select_for_update().get(pk=stream_id)
+            row = streams.select_for_update().filter(pk=stream_id).first()
+            if row is None:
+                try:  # the first claim creates the row already claimed
+                    with transaction.atomic(using=self.using):
+                        return _info(streams.create(pk=stream_id, **claimed))
+                except IntegrityError:
+                    # Two first claims raced (PostgreSQL): the later one waited for the
+                    # other's insert and now compares epochs with it.
+                    row = streams.select_for_update().get(pk=stream_id)
             if row.run_id and not (row.run_id == run_id and row.claim_epoch == epoch) and epoch <= row.claim_epoch:
                 raise StreamFenceError(cause="stale_claim")
-            row.run_id, row.claim_epoch = run_id, epoch
-            row.status, row.end_status, row.error = ACTIVE, "", None
-            row.save(using=self.using)
+            for name, value in claimed.items():
+                setattr(row, name, value)
+            row.save(using=self.using, update_fields=[*claimed, "updated_at"])
         return _info(row)
 
     def _status_sync(self, stream_id: str, run_id: str, status: str, fields: dict[str, Any]) -> StreamInfo:

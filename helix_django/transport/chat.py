@@ -50,9 +50,9 @@ async def _session_for_send(request: ChatRequest, identity: Identity) -> tuple[C
     return session, created
 
 
-async def _is_send(request: ChatRequest, session: ChatSession) -> bool:
+async def _is_send(request: ChatRequest, session: ChatSession, created: bool) -> bool:
     last = request.messages[-1]
-    if request.trigger == "regenerate-message" or request.message_id or request.request_key:
+    if created or request.trigger == "regenerate-message" or request.message_id or request.request_key:
         return True
     if last["role"] == "assistant":
         return True
@@ -68,7 +68,7 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     a session this request created is removed again when nothing was written to it.
     """
     manager = get_stream_manager()
-    info = await manager.get_info(session.stream_id)
+    info = None if created else await manager.get_info(session.stream_id)
     head = info.head_sequence if info else 0
     execute = get_executor().execute(
         session=session,
@@ -86,7 +86,7 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
         raise
     if handle.is_pending_batch:
         return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)
-    run = await Run.objects.aget(pk=handle.run_id)
+    run = handle.run or await Run.objects.aget(pk=handle.run_id)
     from_sequence = handle.from_sequence if handle.is_duplicate else head
     last = request.messages[-1]
     response_filter = ResponseFilter(
@@ -94,9 +94,8 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     )
     # The stream was claimed before execute() returned; the reader ends at the stream's
     # terminal, the filter at the run's own end (or follows a run that superseded it).
-    live = await manager.get_info(session.stream_id)
     return await read_plan(
-        manager, session.stream_id, run=run, from_sequence=from_sequence, response_filter=response_filter, live=live
+        manager, session.stream_id, run=run, from_sequence=from_sequence, response_filter=response_filter, follow=True
     )
 
 
@@ -104,7 +103,7 @@ async def plan_chat(request: ChatRequest, identity: Identity) -> ResponsePlan:
     """Decide between a send and a resume and plan the response (before any header is sent)."""
     if request.has_messages:
         session, created = await _session_for_send(request, identity)
-        if await _is_send(request, session):
+        if await _is_send(request, session, created):
             return await plan_send(request, identity, session, created)
     else:
         session = await sync_to_async(get_owned_session)(request.session_id, identity.owner)

@@ -56,15 +56,23 @@ async def read_plan(
     run: Run,
     from_sequence: int,
     response_filter: ResponseFilter,
-    live: StreamInfo | None,
+    live: StreamInfo | None = None,
+    follow: bool = False,
     prefix: list[dict[str, Any]] | None = None,
 ) -> ResponsePlan:
     """Read the run's chunks (for the filter's prescan), keep those after ``from_sequence``.
 
-    With ``live`` (the stream's info, claimed by the run) a reader continues after the
-    last chunk read. Raises StreamConnectionError when the stream cannot be read.
+    With ``live`` (the stream's info, claimed by the run), or with ``follow`` (the caller
+    knows the run claimed the stream: the info read with the chunks serves), a reader
+    continues after the last chunk read. Raises StreamConnectionError when the stream
+    cannot be read.
     """
-    chunks = await manager.read_all(stream_id, after=min(run.start_sequence, from_sequence))
+    after = min(run.start_sequence, from_sequence)
+    if live is None and not follow:  # nothing follows: read to the end
+        chunks = await manager.read_all(stream_id, after=after)
+    else:
+        chunks, info = await manager.read_backlog(stream_id, after=after)
+        live = info if follow else live
     response_filter.prescan(chunks)
     backlog = [(seq, chunk) for seq, chunk in chunks if seq > from_sequence]
     reader = None

@@ -150,3 +150,33 @@ async def test_runs_work_on_every_stream_manager(executor, session, use_agents, 
         snapshot = await abuild_snapshot(session.id)
         assert snapshot["status"] == "failed" and snapshot["messages"] == await rows(session.id)
         await get_stream_manager().aclose()
+
+
+async def test_run_started_does_not_hold_up_the_handle_and_a_failing_receiver_is_logged(
+    executor, session, use_agents, caplog
+):
+    from helix_django.signals import run_started
+
+    use_agents(default=agent())
+    received = []
+    gate = asyncio.Event()  # awaited on the runner loop, where the signal is sent
+
+    async def failing_receiver(sender, run, **kwargs):
+        await gate.wait()
+        received.append((run.id, run.status))
+        raise RuntimeError("receiver broke")
+
+    run_started.connect(failing_receiver, dispatch_uid="test-failing-receiver")
+    try:
+        handle = await asyncio.wait_for(executor.execute(session, [user_message("hi")]), 10)
+        assert received == []  # the receiver still waits: execute() returned without it
+        executor.runner.loop.call_soon_threadsafe(gate.set)
+        assert await executor.wait(handle.run_id, 10) == "completed"
+        for _ in range(250):
+            if received:
+                break
+            await asyncio.sleep(0.02)
+        assert received == [(handle.run_id, "starting")]
+        assert any("run_started receiver failed" in r.getMessage() for r in caplog.records)
+    finally:
+        run_started.disconnect(dispatch_uid="test-failing-receiver")

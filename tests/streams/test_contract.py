@@ -88,6 +88,17 @@ async def test_backlog_boundary_and_live_tail(manager):
     assert await asyncio.wait_for(collect(reader), TIMEOUT) == []
 
 
+async def test_read_backlog_returns_every_chunk_to_the_reported_head_with_that_info(manager):
+    assert await manager.read_backlog("s1") == ([], None)
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(n) for n in range(1, 1203)])  # more than one read batch
+    chunks, info = await manager.read_backlog("s1", after=150)
+    assert [s for s, _ in chunks] == list(range(151, 1203))
+    assert chunks[-1][1]["delta"] == "c1202 "
+    assert (info.head_sequence, info.run_id, info.status) == (1202, "run_a", "active")
+    assert await manager.read_backlog("s1", after=1202) == ([], info)
+
+
 async def test_wait_for_live_parks_before_the_stream_exists_and_wakes_on_first_write(manager):
     assert await manager.create_resumable_reader("new") is None
     reader = await manager.create_resumable_reader("new", wait_for_live=True)
