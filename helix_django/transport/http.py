@@ -111,7 +111,13 @@ async def run_until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[
 
 
 class StreamedResponse:
-    """An SSE response fed by an async iterator of frames (bytes)."""
+    """An SSE response fed by an async iterator of frames (bytes).
+
+    One task pumps frames straight to ``send`` (no queue, no task per frame); another
+    watches ``receive()`` for the disconnect; a third sends a ``: keep-alive`` comment
+    when nothing was sent for ``heartbeat_seconds``. Sends are serialized by a lock, so a
+    heartbeat never lands inside a frame.
+    """
 
     def __init__(self, send: Send, receive: Receive, *, heartbeat_seconds: float) -> None:
         self.send = send
@@ -119,47 +125,49 @@ class StreamedResponse:
         self.heartbeat_seconds = heartbeat_seconds
         self.disconnected = False
         """Set once the client went away (its producer was cancelled)."""
+        self._lock = asyncio.Lock()
+        self._last_sent = 0.0
 
     async def run(self, status: int, headers: list[tuple[bytes, bytes]], frames: AsyncIterator[bytes]) -> None:
         """Send the headers, then every frame as it comes, heartbeats on idle, until the end or a disconnect."""
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self.send({"type": "http.response.body", "body": STREAM_OPEN, "more_body": True})
-        queue: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=256)
-        producer = asyncio.ensure_future(self._produce(frames, queue))
+        await self._send_body(STREAM_OPEN)
+        producer = asyncio.ensure_future(self._pump(frames))
         watcher = asyncio.ensure_future(wait_for_disconnect(self.receive))
+        heartbeat = asyncio.ensure_future(self._heartbeat())
         try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait(
-                    {getter, watcher}, timeout=self.heartbeat_seconds, return_when=asyncio.FIRST_COMPLETED
-                )
-                if watcher in done:
-                    getter.cancel()
-                    self.disconnected = True
-                    return
-                if getter not in done:
-                    getter.cancel()
-                    await self.send({"type": "http.response.body", "body": KEEP_ALIVE, "more_body": True})
-                    continue
-                item = getter.result()
-                if item is None:
-                    break
-                await self.send({"type": "http.response.body", "body": item, "more_body": True})
-            await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            done, _ = await asyncio.wait({producer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if producer not in done:
+                self.disconnected = True
+                return
+            heartbeat.cancel()
+            async with self._lock:
+                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            watcher.cancel()
-            if not producer.done():
-                producer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await producer
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for task in (heartbeat, producer, watcher):
+                task.cancel()
+            for task in (heartbeat, producer, watcher):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
-    @staticmethod
-    async def _produce(frames: AsyncIterator[bytes], queue: asyncio.Queue[bytes | None]) -> None:
+    async def _send_body(self, body: bytes) -> None:
+        async with self._lock:
+            await self.send({"type": "http.response.body", "body": body, "more_body": True})
+            self._last_sent = asyncio.get_running_loop().time()
+
+    async def _heartbeat(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            idle = loop.time() - self._last_sent
+            if idle >= self.heartbeat_seconds:
+                await self._send_body(KEEP_ALIVE)
+                idle = 0.0
+            await asyncio.sleep(self.heartbeat_seconds - idle)
+
+    async def _pump(self, frames: AsyncIterator[bytes]) -> None:
         try:
             async for item in frames:
-                await queue.put(item)
+                await self._send_body(item)
         except Exception as exc:  # the frame source renders its own errors; this is a last resort
             log_unexpected("stream producer", exc)
         finally:
@@ -167,4 +175,3 @@ class StreamedResponse:
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
-        await queue.put(None)
