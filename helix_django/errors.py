@@ -239,6 +239,60 @@ class PayloadTooLargeError(ValidationError):
     default_message = "Request body too large"
 
 
+class MethodNotAllowedError(ValidationError):
+    """The endpoint does not serve this HTTP method (405)."""
+
+    code = "validation_method_not_allowed"
+    http_status = 405
+    default_message = "Method not allowed"
+
+
+class UnsupportedMediaTypeError(ValidationError):
+    """The request body's media type is not JSON (415)."""
+
+    code = "validation_unsupported_media_type"
+    http_status = 415
+    default_message = "Unsupported media type"
+
+
+class NotAcceptableError(ValidationError):
+    """No acceptable response format (406)."""
+
+    code = "validation_not_acceptable"
+    http_status = 406
+    default_message = "Not acceptable"
+
+
+# --- auth ------------------------------------------------------------------------------
+
+
+class NotAuthenticatedError(HelixError):
+    """No credentials, and anonymous chat is off (401)."""
+
+    code = "auth_not_authenticated"
+    http_status = 401
+    category = "auth"
+    default_message = "Authentication credentials were not provided"
+
+
+class AuthenticationFailedError(HelixError):
+    """Credentials were given but are invalid (401)."""
+
+    code = "auth_failed"
+    http_status = 401
+    category = "auth"
+    default_message = "Invalid credentials"
+
+
+class PermissionDeniedError(HelixError):
+    """The request is not allowed (403), e.g. a failed CSRF check."""
+
+    code = "auth_permission_denied"
+    http_status = 403
+    category = "auth"
+    default_message = "Permission denied"
+
+
 # --- runtime ---------------------------------------------------------------------------
 
 

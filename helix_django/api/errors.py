@@ -18,40 +18,21 @@ from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from helix_django.api.ownership import AuthenticationFailedError, NotAuthenticatedError, PermissionDeniedError
 from helix_django.errors import (
+    AuthenticationFailedError,
     FrameworkInternalError,
     HelixError,
+    MethodNotAllowedError,
+    NotAcceptableError,
+    NotAuthenticatedError,
+    PermissionDeniedError,
     RateLimitedError,
     SessionNotFoundError,
+    UnsupportedMediaTypeError,
     ValidationError,
 )
 
 logger = logging.getLogger(__name__)
-
-
-class MethodNotAllowedError(ValidationError):
-    """The endpoint does not serve this HTTP method (405)."""
-
-    code = "validation_method_not_allowed"
-    http_status = 405
-    default_message = "Method not allowed"
-
-
-class UnsupportedMediaTypeError(ValidationError):
-    """The request body's media type is not JSON (415)."""
-
-    code = "validation_unsupported_media_type"
-    http_status = 415
-    default_message = "Unsupported media type"
-
-
-class NotAcceptableError(ValidationError):
-    """No acceptable response format (406)."""
-
-    code = "validation_not_acceptable"
-    http_status = 406
-    default_message = "Not acceptable"
 
 
 def _fields(detail: Any) -> list[str]:

@@ -13,36 +13,9 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from helix_django.conf import helix_settings
-from helix_django.errors import HelixError, SessionNotFoundError
+from helix_django.errors import NotAuthenticatedError, PermissionDeniedError, SessionNotFoundError
 from helix_django.ids import is_valid_session_id
 from helix_django.models import ChatSession
-
-
-class NotAuthenticatedError(HelixError):
-    """No credentials, and anonymous chat is off (401)."""
-
-    code = "auth_not_authenticated"
-    http_status = 401
-    category = "auth"
-    default_message = "Authentication credentials were not provided"
-
-
-class AuthenticationFailedError(HelixError):
-    """Credentials were given but are invalid (401)."""
-
-    code = "auth_failed"
-    http_status = 401
-    category = "auth"
-    default_message = "Invalid credentials"
-
-
-class PermissionDeniedError(HelixError):
-    """The request is not allowed (403), e.g. a failed CSRF check."""
-
-    code = "auth_permission_denied"
-    http_status = 403
-    category = "auth"
-    default_message = "Permission denied"
 
 
 @dataclasses.dataclass(frozen=True)

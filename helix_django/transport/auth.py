@@ -28,16 +28,13 @@ from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 
-from helix_django.api.ownership import (
+from helix_django.api.ownership import Owner, authenticators, enforce_anonymous_csrf, owner_for
+from helix_django.errors import (
     AuthenticationFailedError,
     NotAuthenticatedError,
-    Owner,
     PermissionDeniedError,
-    authenticators,
-    enforce_anonymous_csrf,
-    owner_for,
+    RateLimitedError,
 )
-from helix_django.errors import RateLimitedError
 
 
 @dataclasses.dataclass

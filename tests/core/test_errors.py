@@ -49,6 +49,12 @@ CASES = [
     (errors.StreamNotFoundError(), 404, {"error": "Stream not found"}),
     (errors.InvalidToolResultError(), 400, {"code": "validation_error", "cause": "invalid_result"}),
     (errors.RateLimitedError(), 429, {"code": "rate_limited", "retryable": True}),
+    (errors.MethodNotAllowedError(), 405, {"code": "validation_method_not_allowed"}),
+    (errors.UnsupportedMediaTypeError(), 415, {"code": "validation_unsupported_media_type"}),
+    (errors.NotAcceptableError(), 406, {"code": "validation_not_acceptable"}),
+    (errors.NotAuthenticatedError(), 401, {"code": "auth_not_authenticated", "retryable": False}),
+    (errors.AuthenticationFailedError(), 401, {"code": "auth_failed"}),
+    (errors.PermissionDeniedError(cause="csrf"), 403, {"code": "auth_permission_denied", "cause": "csrf"}),
 ]
 
 
