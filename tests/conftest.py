@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from helix_django.streams import reset_stream_managers
@@ -29,5 +27,28 @@ def _fresh_stream_managers():
 
 
 def redis_url() -> str:
-    """Return the Redis URL tests use (a real redis-server; CI starts one)."""
-    return os.environ.get("HELIX_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    """Return the Redis URL tests use (a real redis-server; CI starts one): ``tests.settings.REDIS_URL``."""
+    from tests.settings import REDIS_URL
+
+    return REDIS_URL
+
+
+@pytest.fixture
+def private_redis(settings):
+    """A redis-server of this test's own (free port, AOF on) as ``CACHES["helix_private"]``; killed after.
+
+    For tests that stop, restart or kill Redis (the shared server is never restarted).
+    Yields the :class:`tests.scale.services.RedisServer`, already started.
+    """
+    from tests.scale.services import RedisServer
+
+    server = RedisServer()
+    server.start()
+    try:
+        settings.CACHES = {
+            **settings.CACHES,
+            "helix_private": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": server.url},
+        }
+        yield server
+    finally:
+        server.cleanup()

@@ -11,17 +11,27 @@ import os
 from tests.settings import *  # noqa: F403
 from tests.settings import HELIX, REDIS_URL
 
-CHANNEL_LAYERS = {
-    "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {
-            # redis-py 8 defaults socket_timeout to 5 s, the layer's BZPOPMIN wait (channels_redis#422).
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 10}],
-            "prefix": os.environ.get("HELIX_TEST_LAYER_PREFIX", "helix-test"),
-            "capacity": 1000,
-        },
+
+def redis_channel_layer(prefix: str) -> dict:
+    """Return CHANNEL_LAYERS for a channels_redis layer on the test Redis, its keys under ``prefix``.
+
+    Every process of one test (daphne servers, task workers, the test itself) passes the
+    same prefix, so they share groups with each other and with no other test.
+    """
+    return {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                # redis-py 8 defaults socket_timeout to 5 s, the layer's BZPOPMIN wait (channels_redis#422).
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 10}],
+                "prefix": prefix,
+                "capacity": 1000,
+            },
+        }
     }
-}
+
+
+CHANNEL_LAYERS = redis_channel_layer(os.environ.get("HELIX_TEST_LAYER_PREFIX", "helix-test"))
 if os.environ.get("HELIX_TEST_STREAM_PREFIX"):
     HELIX = {
         **HELIX,

@@ -16,36 +16,12 @@ from helix_django.streams.broadcast import ChannelLayerBroadcaster, group_name
 from helix_django.streams.database import DatabaseStreamManager
 from tests.conftest import redis_url
 from tests.live import REPO_ROOT, database_env
+from tests.scale.settings import redis_channel_layer
+from tests.streams.helpers import chunk, collect, parked
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 TIMEOUT = 10
-
-
-def redis_layer(prefix: str) -> dict:
-    return {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py 8 defaults socket_timeout to 5 s, the layer's BZPOPMIN wait (channels_redis#422).
-            "CONFIG": {"hosts": [{"address": redis_url(), "socket_timeout": 10}], "prefix": prefix},
-        }
-    }
-
-
-def chunk(n: int) -> dict:
-    return {"type": "text-delta", "id": "t", "delta": f"c{n} ", "_run": "run_a"}
-
-
-async def parked(manager, stream_id: str) -> None:
-    for _ in range(10_000):
-        if manager.notifier.waiter_count(stream_id):
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("reader never parked")
-
-
-async def collect(reader) -> list[tuple[int, dict]]:
-    return [item async for item in reader]
 
 
 def test_group_names_are_valid_for_any_stream_id():
@@ -60,7 +36,7 @@ async def test_in_memory_layer_attaches_nothing():
 
 
 async def test_reader_of_another_manager_wakes_through_the_redis_layer():
-    with override_settings(CHANNEL_LAYERS=redis_layer(f"helix-test-{uuid.uuid4().hex}")):
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
         writer = DatabaseStreamManager("default", {})
         follower = DatabaseStreamManager("default", {})
         assert isinstance(follower.notifier.remote, ChannelLayerBroadcaster)
@@ -103,7 +79,7 @@ WRITER = textwrap.dedent(
 
 async def test_a_write_in_another_process_wakes_a_parked_reader():
     prefix = f"helix-test-{uuid.uuid4().hex}"
-    with override_settings(CHANNEL_LAYERS=redis_layer(prefix)):
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(prefix)):
         follower = DatabaseStreamManager("default", {})
         try:
             reader = await follower.create_resumable_reader("s1", wait_for_live=True)

@@ -6,7 +6,6 @@ import asyncio
 import uuid
 
 import pytest
-from django.conf import settings
 from django.test import override_settings
 
 from helix_django import store
@@ -14,7 +13,6 @@ from helix_django.errors import StreamConnectionError
 from helix_django.models import Message, Run
 from helix_django.runtime.executor import LocalExecutor
 from helix_django.streams import get_stream_manager
-from tests.scale.services import RedisServer
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -23,38 +21,31 @@ REPLY = " ".join(f"word{i}" for i in range(80))
 TIMEOUT = 30
 
 
-def config(server: RedisServer) -> dict:
+def helix() -> dict:
+    """HELIX of the test: the Redis stream manager on the private server (``CACHES["helix_private"]``)."""
     return {
-        "CACHES": {
-            **settings.CACHES,
-            "helix_private": {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": server.url},
+        "STREAM_MANAGERS": {
+            "default": {
+                "BACKEND": "helix_django.streams.redis.RedisStreamManager",
+                "OPTIONS": {"CONNECTION_ALIAS": "helix_private", "KEY_PREFIX": f"helix-test:{uuid.uuid4().hex}"},
+            }
         },
-        "HELIX": {
-            "STREAM_MANAGERS": {
-                "default": {
-                    "BACKEND": "helix_django.streams.redis.RedisStreamManager",
-                    "OPTIONS": {"CONNECTION_ALIAS": "helix_private", "KEY_PREFIX": f"helix-test:{uuid.uuid4().hex}"},
-                }
-            },
-            "AGENTS": {
-                "default": {
-                    "PROVIDER": {"BACKEND": SCRIPTED, "OPTIONS": {"TEXT": REPLY, "PACE_TPS": 40}},
-                    "MODEL": "scripted-1",
-                    "SYSTEM_PROMPT": "You are a test assistant.",
-                    "TOOLS": [],
-                }
-            },
-            "FLUSH_INTERVAL_MS": 2,
+        "AGENTS": {
+            "default": {
+                "PROVIDER": {"BACKEND": SCRIPTED, "OPTIONS": {"TEXT": REPLY, "PACE_TPS": 40}},
+                "MODEL": "scripted-1",
+                "SYSTEM_PROMPT": "You are a test assistant.",
+                "TOOLS": [],
+            }
         },
+        "FLUSH_INTERVAL_MS": 2,
     }
 
 
-async def test_the_run_goes_on_and_a_reader_resumes_from_its_cursor_with_nothing_lost_or_repeated():
-    server = RedisServer()
-    server.start()
+async def test_the_run_goes_on_and_a_reader_resumes_from_its_cursor_with_nothing_lost_or_repeated(private_redis):
     executor = LocalExecutor()
     try:
-        with override_settings(**config(server)):
+        with override_settings(HELIX=helix()):
             session, _ = await store.aget_or_create_session(f"sess-{uuid.uuid4().hex[:8]}")
             message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
             handle = await executor.execute(session=session, messages=[message])
@@ -66,13 +57,13 @@ async def test_the_run_goes_on_and_a_reader_resumes_from_its_cursor_with_nothing
             while sum(c["type"] == "text-delta" for _s, c in received) < 5:
                 received.append(await asyncio.wait_for(reader.__anext__(), TIMEOUT))
 
-            await asyncio.to_thread(server.stop)
+            await asyncio.to_thread(private_redis.stop)
             assert executor.is_local(handle.run_id)  # the run is still generating while Redis is down
             with pytest.raises(StreamConnectionError):  # typed, never "ended" or "absent"
                 while True:
                     received.append(await asyncio.wait_for(reader.__anext__(), TIMEOUT))
             await asyncio.sleep(0.5)
-            await asyncio.to_thread(server.start)
+            await asyncio.to_thread(private_redis.start)
 
             resumed = await manager.create_resumable_reader(session.stream_id, from_sequence=reader.current_sequence)
             assert resumed is not None
@@ -91,4 +82,3 @@ async def test_the_run_goes_on_and_a_reader_resumes_from_its_cursor_with_nothing
             await manager.aclose()
     finally:
         await asyncio.to_thread(executor.close)
-        server.cleanup()

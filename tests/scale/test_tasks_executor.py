@@ -18,6 +18,7 @@ from helix_django.runtime.executor import get_executor
 from helix_django.runtime.tasks_executor import TasksExecutor, execute_run
 from helix_django.streams import get_stream_manager
 from tests.conftest import redis_url
+from tests.scale.settings import redis_channel_layer
 from tests.scale.workers import Worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -71,16 +72,6 @@ async def wait_for(predicate, timeout: float = 60, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def redis_layer(prefix: str) -> dict:
-    """The channels_redis layer of tests/scale/settings.py (workers use that module)."""
-    return {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": redis_url(), "socket_timeout": 10}], "prefix": prefix, "capacity": 1000},
-        }
-    }
-
-
 @pytest.fixture
 def layer_prefix():
     return f"helix-test-{uuid.uuid4().hex}"
@@ -96,7 +87,7 @@ def tasks_helix(layer_prefix):
 
     def apply(**options) -> dict:
         value = helix(**options)
-        override = override_settings(HELIX=value, CHANNEL_LAYERS=redis_layer(layer_prefix))
+        override = override_settings(HELIX=value, CHANNEL_LAYERS=redis_channel_layer(layer_prefix))
         override.enable()
         overrides.append(override)
         return value
@@ -184,7 +175,7 @@ def test_a_tasks_executor_without_cross_process_wake_ups_is_reported(caplog, lay
         TasksExecutor().close()
     assert "no shared channel layer" in caplog.text
     caplog.clear()
-    with override_settings(CHANNEL_LAYERS=redis_layer(layer_prefix), HELIX=helix()):
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(layer_prefix), HELIX=helix()):
         with caplog.at_level("WARNING", logger="helix_django.runtime.tasks_executor"):
             TasksExecutor().close()
     assert "no shared channel layer" not in caplog.text

@@ -5,8 +5,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+import redis
 
 from helix_django.streams import load_stream_manager
+from tests.conftest import redis_url
 
 BACKENDS = {
     "memory": {"BACKEND": "helix_django.streams.memory.MemoryStreamManager", "OPTIONS": {}},
@@ -36,3 +38,11 @@ async def manager(backend_name):
     manager = load_stream_manager(backend_name, config)
     yield manager
     await manager.aclose()
+
+
+@pytest.fixture
+def redis_client():
+    """A plain redis-py client of the test Redis (replies decoded to str), to read what a manager wrote."""
+    client = redis.Redis.from_url(redis_url(), decode_responses=True)
+    yield client
+    client.close()

@@ -8,32 +8,11 @@ import pytest
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.base import StreamWriter
+from tests.streams.helpers import chunk, collect, parked
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
 TIMEOUT = 10
-
-
-def chunk(n: int, run: str = "run_a") -> dict:
-    return {"type": "text-delta", "id": "t", "delta": f"c{n} ", "_run": run}
-
-
-async def collect(reader, limit: int | None = None) -> list[tuple[int, dict]]:
-    out = []
-    async for item in reader:
-        out.append(item)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
-
-
-async def parked(manager, stream_id: str) -> None:
-    """Wait (by yielding to the loop, not sleeping) until a reader parks on the notifier."""
-    for _ in range(10_000):
-        if manager.notifier.waiter_count(stream_id):
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("reader never parked")
 
 
 async def test_sequences_strictly_increase_under_concurrent_appenders(manager):

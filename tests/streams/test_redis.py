@@ -6,14 +6,13 @@ import asyncio
 import time
 
 import pytest
-import redis
 from django.test import override_settings
 
 from helix_django.errors import StreamConnectionError, StreamFenceError
 from helix_django.streams import load_stream_manager
-from tests.conftest import redis_url
-from tests.scale.services import RedisServer, free_port
+from tests.scale.services import free_port
 from tests.streams.conftest import redis_options
+from tests.streams.helpers import chunk, collect, parked
 
 pytestmark = [pytest.mark.redis]
 
@@ -27,59 +26,48 @@ def make(alias: str = "helix", **options):
     )
 
 
+def follower_of(manager):
+    """Return another Redis manager instance on the same keys (another process, in effect)."""
+    return load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**manager.options}}})
+
+
 def caches(alias: str, url: str) -> dict:
     from django.conf import settings
 
     return {**settings.CACHES, alias: {"BACKEND": "django_redis.cache.RedisCache", "LOCATION": url}}
 
 
-def chunk(n: int, run: str = "run_a") -> dict:
-    return {"type": "text-delta", "id": "t", "delta": f"c{n} ", "_run": run}
-
-
-async def collect(reader, limit: int | None = None) -> list[tuple[int, dict]]:
-    out = []
-    async for item in reader:
-        out.append(item)
-        if limit is not None and len(out) >= limit:
-            break
-    return out
-
-
-async def test_ttl_is_set_and_refreshed_on_every_write():
+async def test_ttl_is_set_and_refreshed_on_every_write(redis_client):
     manager = make(stream_ttl=120)
-    sync = redis.Redis.from_url(redis_url())
     meta, chunks = manager.keys("s1")
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
-        assert 0 < sync.ttl(meta) <= 120
+        assert 0 < redis_client.ttl(meta) <= 120
         await manager.append("s1", "run_a", [chunk(1)])
-        sync.expire(meta, 5)
-        sync.expire(chunks, 5)
+        redis_client.expire(meta, 5)
+        redis_client.expire(chunks, 5)
         await manager.append("s1", "run_a", [chunk(2)])
-        assert 100 < sync.ttl(meta) <= 120
-        assert 100 < sync.ttl(chunks) <= 120
-        sync.expire(meta, 5)
-        sync.expire(chunks, 5)
+        assert 100 < redis_client.ttl(meta) <= 120
+        assert 100 < redis_client.ttl(chunks) <= 120
+        redis_client.expire(meta, 5)
+        redis_client.expire(chunks, 5)
         await manager.end_stream("s1", "run_a")
-        assert 100 < sync.ttl(meta) <= 120
-        assert 100 < sync.ttl(chunks) <= 120
+        assert 100 < redis_client.ttl(meta) <= 120
+        assert 100 < redis_client.ttl(chunks) <= 120
     finally:
         await manager.aclose()
-        sync.close()
 
 
-async def test_keys_of_a_stream_share_one_hash_slot_and_chunk_ids_are_sequences():
+async def test_keys_of_a_stream_share_one_hash_slot_and_chunk_ids_are_sequences(redis_client):
     manager = make()
-    sync = redis.Redis.from_url(redis_url(), decode_responses=True)
     try:
         meta, chunks = manager.keys("sess-9")
         assert "{sess-9}" in meta
         assert "{sess-9}" in chunks
         await manager.claim_stream("sess-9", "run_a", epoch=7)
         assert await manager.append("sess-9", "run_a", [chunk(1), chunk(2), chunk(3)]) == [1, 2, 3]
-        assert [entry_id for entry_id, _ in sync.xrange(chunks)] == ["1-0", "2-0", "3-0"]
-        stored = sync.hgetall(meta)
+        assert [entry_id for entry_id, _ in redis_client.xrange(chunks)] == ["1-0", "2-0", "3-0"]
+        stored = redis_client.hgetall(meta)
         assert {k: stored[k] for k in ("status", "head", "run_id", "epoch", "end_status", "error")} == {
             "status": "active",
             "head": "3",
@@ -90,12 +78,10 @@ async def test_keys_of_a_stream_share_one_hash_slot_and_chunk_ids_are_sequences(
         }
     finally:
         await manager.aclose()
-        sync.close()
 
 
-async def test_a_batch_resent_after_a_lost_reply_is_stored_once():
+async def test_a_batch_resent_after_a_lost_reply_is_stored_once(redis_client):
     manager = make()
-    sync = redis.Redis.from_url(redis_url(), decode_responses=True)
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
         append = manager._state().scripts["append"]
@@ -104,10 +90,9 @@ async def test_a_batch_resent_after_a_lost_reply_is_stored_once():
         assert await append(keys=manager.keys("s1"), args=args) == 2
         assert await manager.append("s1", "run_a", [chunk(3)]) == [3]
         assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
-        assert sync.xlen(manager.keys("s1")[1]) == 3
+        assert redis_client.xlen(manager.keys("s1")[1]) == 3
     finally:
         await manager.aclose()
-        sync.close()
 
 
 @pytest.mark.django_db
@@ -133,16 +118,13 @@ async def test_unreachable_redis_raises_a_typed_retryable_error_never_absent():
 
 async def test_reader_of_another_manager_instance_wakes_through_pubsub_not_polling():
     writer = make()
-    other = load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**writer.options}}})
+    other = follower_of(writer)
     try:
         await writer.claim_stream("s1", "run_a", epoch=1)
         reader = await other.create_resumable_reader("s1")
         reader.fail_safe_seconds = 3600
         task = asyncio.ensure_future(collect(reader))
-        for _ in range(10_000):
-            if other.notifier.waiter_count("s1"):
-                break
-            await asyncio.sleep(0)
+        await parked(other, "s1")
         started = time.monotonic()
         await writer.append("s1", "run_a", [chunk(1)])
         await writer.end_stream("s1", "run_a")
@@ -155,112 +137,88 @@ async def test_reader_of_another_manager_instance_wakes_through_pubsub_not_polli
 
 
 @pytest.mark.django_db
-async def test_redis_restart_with_aof_keeps_acknowledged_chunks_and_never_reuses_a_sequence():
-    server = RedisServer()
-    server.start()
-    try:
-        with override_settings(CACHES=caches("helix_private", server.url)):
-            manager = make("helix_private", WRITE_RETRY_SECONDS=0)
-            await manager.claim_stream("s1", "run_a", epoch=1)
-            assert await manager.append("s1", "run_a", [chunk(i) for i in range(1, 6)]) == [1, 2, 3, 4, 5]
-            reader = await manager.create_resumable_reader("s1")
-            reader.fail_safe_seconds = 3600
-            assert [s for s, _ in await asyncio.wait_for(collect(reader, 5), TIMEOUT)] == [1, 2, 3, 4, 5]
+async def test_redis_restart_with_aof_keeps_acknowledged_chunks_and_never_reuses_a_sequence(private_redis):
+    manager = make("helix_private", WRITE_RETRY_SECONDS=0)
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    assert await manager.append("s1", "run_a", [chunk(i) for i in range(1, 6)]) == [1, 2, 3, 4, 5]
+    reader = await manager.create_resumable_reader("s1")
+    reader.fail_safe_seconds = 3600
+    assert [s for s, _ in await asyncio.wait_for(collect(reader, 5), TIMEOUT)] == [1, 2, 3, 4, 5]
 
-            server.stop()
-            with pytest.raises(StreamConnectionError):
-                await manager.append("s1", "run_a", [chunk(6)])
-            with pytest.raises(StreamConnectionError):
-                await manager.get_info("s1")
-            with pytest.raises(StreamConnectionError):
-                await asyncio.wait_for(reader.__anext__(), TIMEOUT)
+    private_redis.stop()
+    with pytest.raises(StreamConnectionError):
+        await manager.append("s1", "run_a", [chunk(6)])
+    with pytest.raises(StreamConnectionError):
+        await manager.get_info("s1")
+    with pytest.raises(StreamConnectionError):
+        await asyncio.wait_for(reader.__anext__(), TIMEOUT)
 
-            server.start()
-            # The reader re-opens from its cursor: only later chunks, each once.
-            assert reader.current_sequence == 5
-            resumed = await manager.create_resumable_reader("s1", from_sequence=reader.current_sequence)
-            resumed.fail_safe_seconds = 3600
-            tail = asyncio.ensure_future(collect(resumed))
-            assert await manager.append("s1", "run_a", [chunk(6), chunk(7)]) == [6, 7]
-            await manager.end_stream("s1", "run_a")
-            got = await asyncio.wait_for(tail, TIMEOUT)
-            assert [(s, c["delta"]) for s, c in got] == [(6, "c6 "), (7, "c7 ")]
-            everything = await manager.read_all("s1")
-            assert [s for s, _ in everything] == [1, 2, 3, 4, 5, 6, 7]
-            # The claim survived the restart: a stale run is still fenced.
-            with pytest.raises(StreamFenceError):
-                await manager.claim_stream("s1", "run_old", epoch=0)
-            await manager.aclose()
-    finally:
-        server.cleanup()
+    private_redis.start()
+    # The reader re-opens from its cursor: only later chunks, each once.
+    assert reader.current_sequence == 5
+    resumed = await manager.create_resumable_reader("s1", from_sequence=reader.current_sequence)
+    resumed.fail_safe_seconds = 3600
+    tail = asyncio.ensure_future(collect(resumed))
+    assert await manager.append("s1", "run_a", [chunk(6), chunk(7)]) == [6, 7]
+    await manager.end_stream("s1", "run_a")
+    got = await asyncio.wait_for(tail, TIMEOUT)
+    assert [(s, c["delta"]) for s, c in got] == [(6, "c6 "), (7, "c7 ")]
+    everything = await manager.read_all("s1")
+    assert [s for s, _ in everything] == [1, 2, 3, 4, 5, 6, 7]
+    # The claim survived the restart: a stale run is still fenced.
+    with pytest.raises(StreamFenceError):
+        await manager.claim_stream("s1", "run_old", epoch=0)
+    await manager.aclose()
 
 
 @pytest.mark.django_db
-async def test_a_parked_reader_wakes_after_the_subscription_reconnects():
-    server = RedisServer()
-    server.start()
-    try:
-        with override_settings(CACHES=caches("helix_private", server.url)):
-            writer = make("helix_private")
-            follower = load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**writer.options}}})
-            await writer.claim_stream("s1", "run_a", epoch=1)
-            await writer.append("s1", "run_a", [chunk(1)])
-            reader = await follower.create_resumable_reader("s1", from_sequence=1)
-            reader.fail_safe_seconds = 3600
-            server.stop()
-            server.start()
-            nxt = asyncio.ensure_future(reader.__anext__())
-            for _ in range(10_000):
-                if follower.notifier.waiter_count("s1"):
-                    break
-                await asyncio.sleep(0)
-            # Published before or after the follower re-subscribed: either way it is delivered.
-            await writer.append("s1", "run_a", [chunk(2)])
-            seq, item = await asyncio.wait_for(nxt, TIMEOUT)
-            assert (seq, item["delta"]) == (2, "c2 ")
-            await writer.aclose()
-            await follower.aclose()
-    finally:
-        server.cleanup()
+async def test_a_parked_reader_wakes_after_the_subscription_reconnects(private_redis):
+    writer = make("helix_private")
+    follower = follower_of(writer)
+    await writer.claim_stream("s1", "run_a", epoch=1)
+    await writer.append("s1", "run_a", [chunk(1)])
+    reader = await follower.create_resumable_reader("s1", from_sequence=1)
+    reader.fail_safe_seconds = 3600
+    private_redis.stop()
+    private_redis.start()
+    nxt = asyncio.ensure_future(reader.__anext__())
+    await parked(follower, "s1")
+    # Published before or after the follower re-subscribed: either way it is delivered.
+    await writer.append("s1", "run_a", [chunk(2)])
+    seq, item = await asyncio.wait_for(nxt, TIMEOUT)
+    assert (seq, item["delta"]) == (2, "c2 ")
+    await writer.aclose()
+    await follower.aclose()
 
 
 @pytest.mark.django_db
-async def test_a_write_during_a_short_restart_is_resent_and_stored_once():
-    server = RedisServer()
-    server.start()
-    try:
-        with override_settings(CACHES=caches("helix_private", server.url)):
-            manager = make("helix_private", WRITE_RETRY_SECONDS=15)
-            await manager.claim_stream("s1", "run_a", epoch=1)
-            assert await manager.append("s1", "run_a", [chunk(1)]) == [1]
-            server.stop()
-            pending = asyncio.ensure_future(manager.append("s1", "run_a", [chunk(2), chunk(3)]))
-            await asyncio.sleep(0.5)
-            assert not pending.done()
-            with pytest.raises(StreamConnectionError):
-                await manager.get_info("s1")  # reads never wait: typed at once
-            await asyncio.to_thread(server.start)
-            assert await asyncio.wait_for(pending, TIMEOUT) == [2, 3]
-            assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
-            await manager.aclose()
-    finally:
-        server.cleanup()
+async def test_a_write_during_a_short_restart_is_resent_and_stored_once(private_redis):
+    manager = make("helix_private", WRITE_RETRY_SECONDS=15)
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    assert await manager.append("s1", "run_a", [chunk(1)]) == [1]
+    private_redis.stop()
+    pending = asyncio.ensure_future(manager.append("s1", "run_a", [chunk(2), chunk(3)]))
+    await asyncio.sleep(0.5)
+    assert not pending.done()
+    with pytest.raises(StreamConnectionError):
+        await manager.get_info("s1")  # reads never wait: typed at once
+    await asyncio.to_thread(private_redis.start)
+    assert await asyncio.wait_for(pending, TIMEOUT) == [2, 3]
+    assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
+    await manager.aclose()
 
 
 async def test_a_reader_built_directly_wakes_through_pubsub_started_by_its_first_wait():
     from helix_django.streams.base import ResumableReader
 
     writer = make()
-    other = load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**writer.options}}})
+    other = follower_of(writer)
     try:
         info = await writer.claim_stream("s1", "run_a", epoch=1)
         reader = ResumableReader(other, "s1", from_sequence=0, wait_for_live=False, info=info)
         reader.fail_safe_seconds = 3600
         task = asyncio.ensure_future(collect(reader))
-        for _ in range(10_000):
-            if other.notifier.waiter_count("s1"):
-                break
-            await asyncio.sleep(0)
+        await parked(other, "s1")
         # Written before or after the follower's subscription is confirmed: delivered either way.
         await writer.append("s1", "run_a", [chunk(1)])
         await writer.end_stream("s1", "run_a")

@@ -1,0 +1,32 @@
+"""Helpers of the stream-manager tests: chunks to write, and readers to drain or wait on."""
+
+from __future__ import annotations
+
+import asyncio
+
+
+def chunk(n: int, run: str = "run_a") -> dict:
+    """Return the ``n``-th text-delta chunk of ``run`` (delta ``"c<n> "``)."""
+    return {"type": "text-delta", "id": "t", "delta": f"c{n} ", "_run": run}
+
+
+async def collect(reader, limit: int | None = None) -> list[tuple[int, dict]]:
+    """Drain ``reader`` to its end (or to ``limit`` items): ``[(sequence, chunk), ...]``."""
+    out = []
+    async for item in reader:
+        out.append(item)
+        if limit is not None and len(out) >= limit:
+            break
+    return out
+
+
+async def parked(manager, stream_id: str) -> None:
+    """Wait (by yielding to the loop, not sleeping) until a reader parks on the notifier.
+
+    Raises AssertionError if none parks within 10 000 turns of the loop.
+    """
+    for _ in range(10_000):
+        if manager.notifier.waiter_count(stream_id):
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("reader never parked")
