@@ -1,15 +1,35 @@
-"""Fixtures of the adversarial tests: one shared daphne server per module, users with tokens."""
+"""Fixtures of the adversarial tests: one shared daphne server per module, a slow server, users with tokens."""
 
 from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any
 
 import pytest
 
 from tests.live import daphne_server, daphne_server_factory  # noqa: F401
-from tests.transport.conftest import shared_server, users  # noqa: F401
+from tests.transport.conftest import PREFIX, REPLY, agent_settings, shared_server, users  # noqa: F401
+
+
+@pytest.fixture
+def slow_server(daphne_server_factory):  # noqa: F811
+    """A daphne server replying 60 words at 40 words/s: a run stays live for about 1.5 s."""
+    return daphne_server_factory(helix=agent_settings(TEXT=REPLY, PACE_TPS=40))
+
+
+def wait_idle(client, server, sid: str) -> dict:
+    """Poll the session's snapshot until its status is no longer ``active``; return that snapshot.
+
+    ``client`` is an ``httpx.Client`` of the owner. Raises AssertionError after about 10 s.
+    """
+    for _ in range(500):
+        snap = client.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()
+        if snap["status"] != "active":
+            return snap
+        time.sleep(0.02)
+    raise AssertionError("the run did not end")
 
 
 def assert_typed_refusal(

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from helix_django.models import Run
+from tests.adversarial.conftest import wait_idle
 from tests.transport.conftest import (
     PREFIX,
     REPLY,
@@ -33,10 +32,7 @@ def test_extreme_cursors_on_an_ended_and_a_live_run(daphne_server_factory, users
         ahead = read_sse(client, "GET", chat_url(server, sid), headers={"X-Resume-From-Sequence": big})
         assert ahead.status in (200, 204)
         assert [e for e in ahead.events if e.id] == []
-        for _ in range(300):
-            if client.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()["status"] != "active":
-                break
-            time.sleep(0.02)
+        wait_idle(client, server, sid)
         run = Run.objects.get(session_id=sid)
         assert run.status == "completed"
         for cursor in ("0", big, str(run.start_sequence)):

@@ -14,7 +14,7 @@ import pytest
 
 from helix_django.models import Message, Run
 from helix_django.protocol import MessageAccumulator
-from tests.adversarial.conftest import assert_typed_refusal
+from tests.adversarial.conftest import assert_typed_refusal, wait_idle
 from tests.transport.conftest import (
     PREFIX,
     REPLY,
@@ -27,21 +27,6 @@ from tests.transport.conftest import (
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def slow_server(daphne_server_factory):
-    """60 words at 40 words/s: a run stays live for about 1.5 s."""
-    return daphne_server_factory(helix=agent_settings(TEXT=REPLY, PACE_TPS=40))
-
-
-def wait_idle(client, server, sid):
-    for _ in range(500):
-        snap = client.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()
-        if snap["status"] not in ("active",):
-            return snap
-        time.sleep(0.02)
-    raise AssertionError("the run did not end")
 
 
 def ids_and_data(result):

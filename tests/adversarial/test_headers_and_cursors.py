@@ -12,6 +12,7 @@ from tests.transport.conftest import PREFIX, new_session_id
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
+HI_BODY = b'{"messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}'
 BAD_CURSORS = [b"-1", b"1.5", b"1e3", b"abc", b"0x10", b"9" * 40, b"\xb2", b"\xb9\xb3", b"1\x00", b"+5", b" ", b"\xa0"]
 
 
@@ -23,10 +24,15 @@ def _owned_session(users) -> str:
     return sid
 
 
-def _get(server, path: bytes, token_headers: dict[str, str], extra: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+def _head(method: bytes, path: str | bytes, token_headers: dict[str, str]) -> bytes:
+    """Return the request line, ``Host`` and credential headers of a raw HTTP/1.1 request (more headers follow)."""
     auth = "".join(f"{k}: {v}\r\n" for k, v in token_headers.items()).encode()
-    data = b"GET " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + extra + b"Connection: close\r\n\r\n"
-    return raw_request(server.port, data)
+    path = path if isinstance(path, bytes) else path.encode()
+    return method + b" " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth
+
+
+def _get(server, path: bytes, token_headers: dict[str, str], extra: bytes = b"") -> tuple[int, dict[str, str], bytes]:
+    return raw_request(server.port, _head(b"GET", path, token_headers) + extra + b"Connection: close\r\n\r\n")
 
 
 @pytest.mark.parametrize("route", [b"chat", b"stream"])
@@ -76,16 +82,13 @@ def test_bad_request_keys_are_typed_400s_and_write_nothing(shared_server, users)
 
 def _check_request_key(shared_server, users, key):
     sid = new_session_id()
-    body = json.dumps({"messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}).encode()
-    auth = "".join(f"{k}: {v}\r\n" for k, v in users["a"][1].items()).encode()
     data = (
-        f"POST {PREFIX}/sessions/{sid}/chat HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-        + auth
+        _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
         + b"X-Helix-Request-Key: "
         + key
         + b"\r\nContent-Type: application/json\r\n"
-        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-        + body
+        + f"Content-Length: {len(HI_BODY)}\r\nConnection: close\r\n\r\n".encode()
+        + HI_BODY
     )
     status, _, resp = raw_request(shared_server.port, data)
     if b"\x00" in key:
@@ -103,10 +106,8 @@ def test_malformed_content_length_never_500(shared_server, users):
 
 def _check_content_length(shared_server, users, length):
     sid = new_session_id()
-    auth = "".join(f"{k}: {v}\r\n" for k, v in users["a"][1].items()).encode()
     data = (
-        f"POST {PREFIX}/sessions/{sid}/chat HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-        + auth
+        _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
         + b"Content-Type: application/json\r\nContent-Length: "
         + length
         + b"\r\nConnection: close\r\n\r\n{}"
@@ -121,14 +122,11 @@ def _check_content_length(shared_server, users, length):
 def test_content_length_larger_than_body_then_gone_writes_nothing(shared_server, users):
     """Daphne (twisted) waits for the declared body; a client that leaves writes nothing and breaks nothing."""
     sid = new_session_id()
-    auth = "".join(f"{k}: {v}\r\n" for k, v in users["a"][1].items()).encode()
-    body = json.dumps({"messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}).encode()
     data = (
-        f"POST {PREFIX}/sessions/{sid}/chat HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-        + auth
+        _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
         + b"Content-Type: application/json\r\n"
-        + f"Content-Length: {len(body) + 500}\r\nConnection: close\r\n\r\n".encode()
-        + body
+        + f"Content-Length: {len(HI_BODY) + 500}\r\nConnection: close\r\n\r\n".encode()
+        + HI_BODY
     )
     with pytest.raises(TimeoutError):
         raw_request(shared_server.port, data, timeout=1)
@@ -139,14 +137,11 @@ def test_content_length_larger_than_body_then_gone_writes_nothing(shared_server,
 
 def test_content_length_smaller_than_body_is_a_typed_400(shared_server, users):
     sid = new_session_id()
-    body = json.dumps({"messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}).encode()
-    auth = "".join(f"{k}: {v}\r\n" for k, v in users["a"][1].items()).encode()
     data = (
-        f"POST {PREFIX}/sessions/{sid}/chat HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-        + auth
+        _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
         + b"Content-Type: application/json\r\n"
-        + f"Content-Length: {len(body) - 10}\r\nConnection: close\r\n\r\n".encode()
-        + body
+        + f"Content-Length: {len(HI_BODY) - 10}\r\nConnection: close\r\n\r\n".encode()
+        + HI_BODY
     )
     status, _, resp = raw_request(shared_server.port, data)
     assert_typed_refusal(status, json.loads(resp), statuses=(400,))
@@ -155,12 +150,10 @@ def test_content_length_smaller_than_body_is_a_typed_400(shared_server, users):
 
 def test_chunked_body_over_the_limit_is_413(shared_server, users):
     sid = new_session_id()
-    auth = "".join(f"{k}: {v}\r\n" for k, v in users["a"][1].items()).encode()
     chunk = b"x" * 8000
     chunks = b"".join(b"%x\r\n" % len(chunk) + chunk + b"\r\n" for _ in range(4)) + b"0\r\n\r\n"
     data = (
-        f"POST {PREFIX}/sessions/{sid}/chat HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-        + auth
+        _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
         + b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
         + chunks
     )
@@ -177,13 +170,8 @@ def test_unknown_methods_are_405(shared_server, users, route):
 
 
 def _check_method(shared_server, users, sid, method, route):
-    auth = "".join(f"{k}: {v}\r\n" for k, v in users["a"][1].items()).encode()
     data = (
-        method
-        + f" {PREFIX}/sessions/{sid}/".encode()
-        + route
-        + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        + auth
+        _head(method, f"{PREFIX}/sessions/{sid}/".encode() + route, users["a"][1])
         + b"Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     status, _, resp = raw_request(shared_server.port, data)
@@ -198,13 +186,10 @@ def _check_method(shared_server, users, sid, method, route):
 
 def test_get_with_a_body_is_a_resume_and_sends_nothing(shared_server, users):
     sid = _owned_session(users)
-    body = b'{"messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}'
-    auth = "".join(f"{k}: {v}\r\n" for k, v in users["a"][1].items()).encode()
     data = (
-        f"GET {PREFIX}/sessions/{sid}/chat HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
-        + auth
-        + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
-        + body
+        _head(b"GET", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
+        + f"Content-Length: {len(HI_BODY)}\r\nConnection: close\r\n\r\n".encode()
+        + HI_BODY
     )
     status, _, _ = raw_request(shared_server.port, data)
     assert status == 204

@@ -10,10 +10,9 @@ import pytest
 
 from helix_django.models import Message, Run
 from helix_django.protocol import MessageAccumulator
+from tests.adversarial.conftest import wait_idle
 from tests.transport.conftest import (
-    PREFIX,
     REPLY,
-    agent_settings,
     chat_url,
     new_session_id,
     read_sse,
@@ -22,11 +21,6 @@ from tests.transport.conftest import (
 )
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def slow_server(daphne_server_factory):
-    return daphne_server_factory(helix=agent_settings(TEXT=REPLY, PACE_TPS=50))
 
 
 def render(chunks, message_id):
@@ -79,10 +73,7 @@ def test_concurrent_prefix_resumes_each_rebuild_the_whole_message_once(slow_serv
 
         with ThreadPoolExecutor(max_workers=12) as pool:
             results = list(pool.map(resume, range(12)))
-        for _ in range(300):
-            if client.get(slow_server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()["status"] != "active":
-                break
-            time.sleep(0.02)
+        wait_idle(client, slow_server, sid)
     for result in results:
         assert result.status == 200, (result.status, result.body)
         assert result.done

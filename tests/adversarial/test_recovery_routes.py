@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -11,7 +10,7 @@ import pytest
 
 from helix_django.api.recovery import OWNER_ACTIONS
 from helix_django.models import Run
-from tests.adversarial.conftest import assert_typed_refusal
+from tests.adversarial.conftest import assert_typed_refusal, wait_idle
 from tests.transport.conftest import PREFIX, agent_settings, chat_url, new_session_id, read_sse, send_body, user_message
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -35,10 +34,7 @@ def test_recovery_actions_never_500_and_twin_actions_make_at_most_one_run(daphne
             assert_typed_refusal(r.status_code, r.json(), statuses=(404,))
             r = a.post(server.url(f"{PREFIX}/sessions/{sid}/runs/run_nope/{action}"))
             assert_typed_refusal(r.status_code, r.json(), statuses=(404,))
-        for _ in range(300):
-            if a.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()["status"] != "active":
-                break
-            time.sleep(0.02)
+        wait_idle(a, server, sid)
         runs_before = Run.objects.filter(session_id=sid).count()
         barrier = threading.Barrier(3)
 
