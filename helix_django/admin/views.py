@@ -40,6 +40,24 @@ def _context(modeladmin: Any, request: HttpRequest, **extra: Any) -> dict[str, A
     }
 
 
+def _confirm_page(modeladmin: Any, request: HttpRequest, action: str, runs: list[Run], **extra: Any) -> HttpResponse:
+    """Render the confirmation page of ``action`` on ``runs`` (one run's page, or the changelist's bulk page)."""
+    return TemplateResponse(
+        request,
+        "admin/helix_django/run/confirm_action.html",
+        _context(
+            modeladmin,
+            request,
+            title=_("%(title)s: are you sure?") % {"title": TITLES[action]},
+            action=action,
+            action_title=TITLES[action],
+            effect=EFFECTS[action],
+            runs=runs,
+            **extra,
+        ),
+    )
+
+
 def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> bool:
     """Perform ``action`` on ``run``; log it; report to the user. Return whether it succeeded."""
     try:
@@ -75,23 +93,15 @@ def confirm_action(modeladmin: Any, request: HttpRequest, object_id: str, action
                 request, _("%(title)s done for %(run)s.") % {"title": TITLES[action], "run": run.pk}
             )
         return HttpResponseRedirect(_change_url(run))
-    offer = inv.inventory(run)[action]
-    return TemplateResponse(
+    return _confirm_page(
+        modeladmin,
         request,
-        "admin/helix_django/run/confirm_action.html",
-        _context(
-            modeladmin,
-            request,
-            title=_("%(title)s: are you sure?") % {"title": TITLES[action]},
-            action=action,
-            action_title=TITLES[action],
-            effect=EFFECTS[action],
-            offer=offer,
-            runs=[run],
-            original=run,
-            can_reconcile=modeladmin.has_reconcile_permission(request, run),
-            change_url=_change_url(run),
-        ),
+        action,
+        [run],
+        offer=inv.inventory(run)[action],
+        original=run,
+        can_reconcile=modeladmin.has_reconcile_permission(request, run),
+        change_url=_change_url(run),
     )
 
 
@@ -104,22 +114,15 @@ def bulk_confirm(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run],
             request, _("%(title)s done for %(count)d generation(s).") % {"title": TITLES[action], "count": done}
         )
         return None
-    return TemplateResponse(
+    return _confirm_page(
+        modeladmin,
         request,
-        "admin/helix_django/run/confirm_action.html",
-        _context(
-            modeladmin,
-            request,
-            title=_("%(title)s: are you sure?") % {"title": TITLES[action]},
-            action=action,
-            action_title=TITLES[action],
-            effect=EFFECTS[action],
-            runs=runs,
-            offers={run.pk: inv.inventory(run)[action] for run in runs},
-            is_bulk=True,
-            bulk_action_name=f"recovery_{action}",
-            can_reconcile=True,
-        ),
+        action,
+        runs,
+        offers={run.pk: inv.inventory(run)[action] for run in runs},
+        is_bulk=True,
+        bulk_action_name=f"recovery_{action}",
+        can_reconcile=True,
     )
 
 
