@@ -161,6 +161,23 @@ def tracker(tmp_path, monkeypatch):
     return path
 
 
+def killed_by_its_tool(server_factory, tracker, options: dict):
+    """Start a server whose tool kills its own process right after its side effect; send; return ``(chat, run)``.
+
+    Returns once the server is gone and the run's lease has expired (the run is left for the scan).
+    """
+    server = server_factory(
+        helix=agent(options, tools=[TOOL]),
+        env={"HELIX_TEST_TRACKER": str(tracker), "HELIX_TEST_DIE_IN_TOOL": "after_effect"},
+    )
+    chat = LiveChat(server, user_token())
+    chat.send()
+    chat.wait_for(lambda c: not server.is_running)
+    run = chat.run()
+    wait_lease_expired(run)
+    return chat, run
+
+
 def executions(session_id: str) -> list[tuple[str, str]]:
     from helix_django.models import ToolExecution
 
@@ -174,15 +191,7 @@ def test_killed_after_side_effect_before_its_result_was_persisted(daphne_server_
     from tests.recovery import faulttools
 
     options = tool_steps({"TEXT": "The issue exists now."})
-    server = daphne_server_factory(
-        helix=agent(options, tools=[TOOL]),
-        env={"HELIX_TEST_TRACKER": str(tracker), "HELIX_TEST_DIE_IN_TOOL": "after_effect"},
-    )
-    chat = LiveChat(server, user_token())
-    chat.send()
-    chat.wait_for(lambda c: not server.is_running)  # the tool killed its own process after the side effect
-    run = chat.run()
-    wait_lease_expired(run)
+    chat, run = killed_by_its_tool(daphne_server_factory, tracker, options)
     assert len(faulttools.issues()) == 1
     assert executions(chat.session_id) == [("started", "")]
     assert "interrupted=1" in recover()
@@ -242,15 +251,7 @@ def test_external_tool_reports_a_duplicate_success(daphne_server_factory, tracke
     from tests.recovery import faulttools
 
     options = tool_steps({"TEXT": "Done."})
-    server = daphne_server_factory(
-        helix=agent(options, tools=[TOOL]),
-        env={"HELIX_TEST_TRACKER": str(tracker), "HELIX_TEST_DIE_IN_TOOL": "after_effect"},
-    )
-    chat = LiveChat(server, user_token())
-    chat.send()
-    chat.wait_for(lambda c: not server.is_running)
-    run = chat.run()
-    wait_lease_expired(run)
+    chat, run = killed_by_its_tool(daphne_server_factory, tracker, options)
     recover()
     execution = ToolExecution.objects.get(run_id=run.id)
     async_to_sync(aresolve_tool)(execution.pk, executed=False)
