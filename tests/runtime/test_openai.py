@@ -43,6 +43,16 @@ def openai_agent(server, **options) -> dict:
     }
 
 
+async def operation_started(run_id: str) -> Run:
+    """Return the run once its provider operation id is stored (polls for about 5 s; AssertionError after)."""
+    for _ in range(500):
+        run = await Run.objects.aget(pk=run_id)
+        if run.provider_operation_id:
+            return run
+        await asyncio.sleep(0.01)
+    raise AssertionError("the provider operation id was never stored")
+
+
 async def test_chat_completions_stream_text_and_a_tool_call_round_trip(executor, session, use_agents, server, request):
     server.replies += [
         Reply(
@@ -119,11 +129,7 @@ async def test_background_mode_stores_the_operation_id_before_the_first_delta(ex
     use_agents(default=openai_agent(server, API="responses", BACKGROUND=True))
     handle = await executor.execute(session, [user_message("Weather?")])
     try:
-        for _ in range(500):
-            run = await Run.objects.aget(pk=handle.run_id)
-            if run.provider_operation_id:
-                break
-            await asyncio.sleep(0.01)
+        run = await operation_started(handle.run_id)
         assert run.provider_operation_id.startswith("resp_")
         chunks = run_chunks(await stream_chunks(session.id), handle.run_id)
         assert not any(c["type"] == "text-delta" for c in chunks)  # no delta has arrived yet
@@ -163,10 +169,7 @@ async def test_cancel_cancels_the_background_operation(executor, session, use_ag
     use_agents(default=openai_agent(server, API="responses", BACKGROUND=True))
     handle = await executor.execute(session, [user_message("Weather?")])
     try:
-        for _ in range(500):
-            if (await Run.objects.aget(pk=handle.run_id)).provider_operation_id:
-                break
-            await asyncio.sleep(0.01)
+        await operation_started(handle.run_id)
         run = await executor.cancel(session=session, run_id=handle.run_id)
     finally:
         gate.set()
