@@ -28,9 +28,14 @@ def index(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def session(request: HttpRequest, session_id: str) -> HttpResponse:
-    """Render the chat page for ``session_id`` (a new id is created by its first send)."""
+    """Render the chat page for ``session_id`` (a new id is created by its first send).
+
+    ``new_session`` tells the page that the user has no session with this id yet, so it
+    opens an empty chat without requesting the snapshot (which would answer 404).
+    """
     context = {
         "session_id": session_id,
+        "new_session": not ChatSession.objects.filter(pk=session_id, owner=request.user).exists(),
         "helix_api_base": HELIX_API_BASE,
         "chat_url_template": reverse("chat:session", args=[_PLACEHOLDER]),
         "logout_url": reverse("logout"),

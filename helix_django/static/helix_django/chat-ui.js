@@ -4,7 +4,10 @@
 //   [data-hx="sessions"] [data-hx="new-chat"] [data-hx="title"] [data-hx="connection"]
 //   [data-hx="conversation"] [data-hx="composer"] [data-hx="input"] [data-hx="send"] [data-hx="stop"]
 // options: { sessionId, baseUrl, chatUrl(id) -> page URL of a session, csrfToken,
+//            newSession: true when no session `sessionId` exists yet (a chat id just minted),
 //            client: extra HelixChat options (reattach, stallMs, snapshotBackoffMs) }
+// A chat id minted here or by the server (newSession) is opened without a snapshot request
+// until its first send creates the session.
 //
 // Partial answers are labelled by what happened (interrupted, stopped, failed) and offer
 // the recovery actions by their true names (000, "Recovery actions should reflect certainty"):
@@ -71,6 +74,8 @@ export function mountChat(root, options) {
     composer: q("composer"),
   };
   let chat = null;
+  // Chat ids minted for this page that have no session yet (nothing was sent in them).
+  const minted = new Set(options.newSession ? [options.sessionId] : []);
   let sessions = [];
   let sessionsError = null;
   const rendered = new Map();
@@ -437,7 +442,8 @@ export function mountChat(root, options) {
   function open(sessionId, { push = false } = {}) {
     if (chat) chat.dispose();
     rendered.clear();
-    chat = new HelixChat({ ...(options.client || {}), sessionId, routes, headers });
+    const isNew = minted.has(sessionId) && !sessions.some((s) => s.id === sessionId);
+    chat = new HelixChat({ ...(options.client || {}), sessionId, routes, headers, isNew });
     let wasBusy = false;
     chat.addEventListener("change", () => {
       scheduleRender();
@@ -474,6 +480,7 @@ export function mountChat(root, options) {
     if (!text || chat.view().isBusy) return;
     ui.input.value = "";
     autosize();
+    minted.delete(chat.sessionId);
     await ensureSession(text);
     await chat.send(text);
   });
@@ -490,7 +497,9 @@ export function mountChat(root, options) {
   ui.input.addEventListener("input", autosize);
   ui.stop.addEventListener("click", () => chat.stop());
   q("new-chat")?.addEventListener("click", () => {
-    open(newMessageId().replace("msg_", "s_"), { push: true });
+    const sessionId = newMessageId().replace("msg_", "s_");
+    minted.add(sessionId);
+    open(sessionId, { push: true });
     ui.input.focus();
   });
   window.addEventListener("popstate", (event) => {

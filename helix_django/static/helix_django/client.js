@@ -115,9 +115,13 @@ export class HelixChat extends EventTarget {
     reattach = {},
     snapshotBackoffMs,
     stallMs = 45_000,
+    isNew = false,
   } = {}) {
     super();
     this.sessionId = sessionId;
+    // A chat id the page just minted: no session exists until its first send, so its first
+    // load() renders the empty chat without asking for a snapshot (the route would answer 404).
+    this.isNew = Boolean(isNew);
     this.routes = routes || routesFor(baseUrl);
     this.fetchImpl = fetchImpl || globalThis.fetch.bind(globalThis);
     this.extraHeaders = typeof headers === "function" ? headers : () => headers || {};
@@ -192,9 +196,18 @@ export class HelixChat extends EventTarget {
 
   // --- snapshot -----------------------------------------------------------------------
 
-  /** Fetch the snapshot, render it and resume while it is live. Never renders an empty chat for a failed read. */
+  /**
+   * Fetch the snapshot, render it and resume while it is live. Never renders an empty chat for a failed read.
+   * A chat constructed with `isNew` starts empty without a request (once: later loads read the snapshot).
+   */
   async load() {
     const gen = this.newGeneration();
+    if (this.isNew) {
+      this.isNew = false;
+      this.applySnapshot(null);
+      this.setStatus("ready");
+      return;
+    }
     this.setStatus("loading");
     await this.follow(gen, () => this.reanchorOpen(gen), { fromSnapshot: true });
   }
