@@ -33,7 +33,7 @@ from bench.harness import Row, Stat
 from bench.payloads import unique
 from helix_django.conf import helix_settings
 from helix_django.streams import load_stream_manager
-from helix_django.streams.base import StreamWriter
+from helix_django.streams.writer import StreamWriter
 
 NAME = "live"
 TARGET_P99_MS = 100.0

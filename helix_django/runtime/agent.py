@@ -30,7 +30,7 @@ from helix_django.runtime.endings import EndingsMixin
 from helix_django.runtime.requests import aload_rows
 from helix_django.runtime.steps import AttemptStreamer, StepResult
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
-from helix_django.streams.base import StreamWriter
+from helix_django.streams.writer import StreamWriter
 
 logger = logging.getLogger(__name__)
 

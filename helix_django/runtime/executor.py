@@ -51,7 +51,7 @@ from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
 from helix_django.signals import run_started
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import StreamWriter
+from helix_django.streams.writer import StreamWriter
 
 logger = logging.getLogger(__name__)
 

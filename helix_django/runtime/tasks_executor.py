@@ -37,7 +37,7 @@ from helix_django.runtime.agents import get_agent
 from helix_django.runtime.executor import LocalExecutor
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import StreamWriter
+from helix_django.streams.writer import StreamWriter
 
 try:  # Django 6.x ships the Tasks framework; 5.2 uses the django-tasks backport.
     from django.tasks import task

@@ -13,7 +13,6 @@ import abc
 import asyncio
 import dataclasses
 import logging
-import math
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -88,6 +87,14 @@ class BaseStreamManager(abc.ABC):
         Raises StreamFenceError if ``run_id`` does not hold the claim or the stream is not
         active, StreamConnectionError (retryable) if the backend cannot be written.
         """
+
+    def append_soon(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> asyncio.Future[list[int]]:
+        """Start :meth:`append` and return a future of its sequences (same errors, on the future).
+
+        The stream writer chains its flushes on this future. The default runs ``append``
+        in a task; a manager that already queues writes returns its own future (no task).
+        """
+        return asyncio.ensure_future(self.append(stream_id, run_id, chunks))
 
     @abc.abstractmethod
     async def end_stream(self, stream_id: str, run_id: str, *, end_status: str = "completed") -> StreamInfo:
@@ -212,6 +219,8 @@ class ResumableReader:
         self._run_at_open = info.run_id if info else None
         self._epoch_at_open = info.epoch if info else -1
         self._closed = False
+        self._kept: Any = None
+        """A waiter subscribed before the last read, kept while that read's chunks are yielded."""
         self.last_info: StreamInfo | None = info
         """The stream info seen by the last read: the terminal status once the reader ended."""
 
@@ -231,21 +240,32 @@ class ResumableReader:
                 if self.catch_up_head is not None and sequence >= self.catch_up_head and not self._buffer:
                     self.caught_up.set()
                 return sequence, chunk
-            waiter = self.manager.subscribe(self.stream_id)
-            try:
-                chunks, info = await self.manager.read_after(self.stream_id, self.current_sequence)
-            except BaseException:
-                waiter.cancel()
-                raise
-            self.last_info = info
-            if self.catch_up_head is None:
-                self.catch_up_head = info.head_sequence if info else self.current_sequence
-            if chunks:
-                waiter.cancel()
-                self._buffer.extend(chunks)
-                if self._waiting_for_live and self._is_live(info):
-                    self._waiting_for_live = False
-                continue
+            waiter, self._kept = self._kept, None
+            if waiter is not None and not waiter.is_fired:
+                # Subscribed before the last read, which reached the head, and silent since:
+                # nothing was written or changed, so that read's info still stands (no read).
+                info = self.last_info
+            else:
+                if waiter is not None:
+                    waiter.cancel()
+                waiter = self.manager.subscribe(self.stream_id)
+                try:
+                    chunks, info = await self.manager.read_after(self.stream_id, self.current_sequence)
+                except BaseException:
+                    waiter.cancel()
+                    raise
+                self.last_info = info
+                if self.catch_up_head is None:
+                    self.catch_up_head = info.head_sequence if info else self.current_sequence
+                if chunks:
+                    self._buffer.extend(chunks)
+                    if info is not None and chunks[-1][0] >= info.head_sequence:
+                        self._kept = waiter  # the next wait needs no read unless it fires
+                    else:
+                        waiter.cancel()
+                    if self._waiting_for_live and self._is_live(info):
+                        self._waiting_for_live = False
+                    continue
             self.caught_up.set()
             if self._waiting_for_live:
                 if self._is_live(info):
@@ -257,149 +277,19 @@ class ResumableReader:
                 waiter.cancel()
                 break
             await waiter.wait(self.fail_safe_seconds)
+        self._release()
+        raise StopAsyncIteration
+
+    def _release(self) -> None:
         self.caught_up.set()
         self._closed = True
-        raise StopAsyncIteration
+        if self._kept is not None:
+            self._kept.cancel()
+            self._kept = None
 
     async def close(self) -> None:
         """Stop the reader; ``caught_up`` is set and iteration ends."""
-        self._closed = True
-        self.caught_up.set()
-
-
-class StreamWriter:
-    """Buffers one run's chunks and appends them in batches (DESIGN: one write per flush).
-
-    ``write()`` never blocks. The first chunk written after ``flush_interval_ms`` without
-    a flush is flushed at once (leading edge); otherwise a flush happens after
-    ``flush_interval_ms`` or once ``max_chunks`` are pending, and on :meth:`flush`.
-    Chunks written while a flush is in flight are stored right after it, as one batch. An error from a background flush
-    (StreamFenceError, StreamConnectionError) is raised by the next ``write``/``flush``.
-    """
-
-    def __init__(
-        self,
-        manager: BaseStreamManager,
-        stream_id: str,
-        run_id: str,
-        *,
-        flush_interval_ms: float = 15,
-        max_chunks: int = 64,
-        coalesce_deltas: bool = False,
-    ) -> None:
-        self.manager = manager
-        self.stream_id = stream_id
-        self.run_id = run_id
-        self.flush_interval = flush_interval_ms / 1000
-        self.max_chunks = max_chunks
-        self.coalesce_deltas = coalesce_deltas
-        """Merge a delta into the pending delta before it when both continue one part (see :func:`can_merge`)."""
-        self.last_sequence = 0
-        """Sequence of the last chunk stored by this writer (0 before the first flush)."""
-        self._pending: list[Chunk] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._flushing: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
-        self._error: BaseException | None = None
-        self._flushed_at = -math.inf
-
-    @classmethod
-    def from_settings(cls, manager: BaseStreamManager, stream_id: str, run_id: str) -> StreamWriter:
-        """Return a writer configured by ``FLUSH_INTERVAL_MS``, ``FLUSH_MAX_CHUNKS`` and ``COALESCE_DELTAS``."""
-        from helix_django.conf import helix_settings
-
-        return cls(
-            manager,
-            stream_id,
-            run_id,
-            flush_interval_ms=helix_settings.FLUSH_INTERVAL_MS,
-            max_chunks=helix_settings.FLUSH_MAX_CHUNKS,
-            coalesce_deltas=helix_settings.COALESCE_DELTAS,
-        )
-
-    def write(self, chunk: Chunk) -> None:
-        """Queue ``chunk`` for the next batch."""
-        if self._error is not None:
-            raise self._error
-        pending = self._pending
-        if self.coalesce_deltas and pending and can_merge(pending[-1], chunk):
-            # Not stored yet, so no sequence was assigned: the merged text is stored and read once.
-            # A flush is already armed for the pending chunk.
-            pending[-1] = {**pending[-1], "delta": pending[-1]["delta"] + chunk["delta"]}
-            return
-        pending.append(chunk)
-        if len(pending) >= self.max_chunks:
-            self._schedule(0)
-        elif self._timer is None:
-            loop = asyncio.get_running_loop()
-            is_idle = self._flushing is None or self._flushing.done()
-            if is_idle and loop.time() - self._flushed_at >= self.flush_interval:
-                # Leading edge: the first chunk after a quiet window goes out at once (time to first
-                # byte, live delay); chunks written while that flush is in flight form the next batch.
-                self._schedule(0)
-            else:
-                self._timer = loop.call_later(self.flush_interval, self._schedule, 0)
-
-    def _schedule(self, _delay: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._flushing is None or self._flushing.done():
-            self._flushing = asyncio.ensure_future(self._background_flush())
-
-    async def _background_flush(self) -> None:
-        try:
-            await self.flush()
-        except Exception as exc:  # surfaced on the next write/flush
-            self._error = exc
-
-    async def flush(self) -> int:
-        """Store every pending chunk now; return the last stored sequence."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        async with self._lock:
-            if self._error is not None:
-                raise self._error
-            while self._pending:
-                self._flushed_at = asyncio.get_running_loop().time()
-                batch, self._pending = self._pending, []
-                try:
-                    sequences = await self.manager.append(self.stream_id, self.run_id, batch)
-                except Exception as exc:
-                    self._error = exc
-                    raise
-                if sequences:
-                    self.last_sequence = sequences[-1]
-        return self.last_sequence
-
-    def discard(self) -> None:
-        """Drop pending chunks (the run lost its claim or is being abandoned)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._pending.clear()
-
-
-MERGEABLE_DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
-MAX_MERGED_DELTA_CHARS = 8192
-
-
-def can_merge(first: Chunk, second: Chunk) -> bool:
-    """Return whether ``second`` may be appended to ``first``'s ``delta`` as one chunk.
-
-    Both are ``text-delta`` (or both ``reasoning-delta``) chunks with the same keys and
-    equal values except ``delta`` (same part ``id``, run, attempt, step, metadata), and
-    the merged delta stays under MAX_MERGED_DELTA_CHARS. A client applying the merged
-    chunk builds the same message as applying both (AI SDK delta semantics).
-    """
-    kind = first.get("type")
-    if kind not in MERGEABLE_DELTA_TYPES or second.get("type") != kind or first.keys() != second.keys():
-        return False
-    left, right = first.get("delta"), second.get("delta")
-    if not isinstance(left, str) or not isinstance(right, str) or len(left) + len(right) > MAX_MERGED_DELTA_CHARS:
-        return False
-    return all(first[key] == second[key] for key in first if key != "delta")
+        self._release()
 
 
 def raise_connection_error(exc: BaseException, what: str) -> StreamConnectionError:

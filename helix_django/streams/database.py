@@ -270,16 +270,21 @@ class DatabaseStreamManager(BaseStreamManager):
         Appends that arrive while a commit is in flight wait for the next one, which takes
         them all: under load, one thread hop and one transaction serve many streams.
         """
-        if not chunks:
-            return []
+        return await self.append_soon(stream_id, run_id, chunks)
+
+    def append_soon(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> asyncio.Future[list[int]]:
+        """Queue ``chunks`` for the next group commit; return the future of their sequences (no task)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[int]] = loop.create_future()
+        if not chunks:
+            future.set_result([])
+            return future
         queue = self._queues.setdefault(loop, [])
         queue.append((stream_id, run_id, list(chunks), future))
         if not self._draining.get(loop):
             self._draining[loop] = True
             loop.create_task(self._drain(loop))
-        return await future
+        return future
 
     async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
         try:

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from helix_django.errors import StreamFenceError
-from helix_django.streams.base import StreamWriter
+from helix_django.streams.writer import StreamWriter
 from tests.streams.helpers import chunk, collect, parked
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
@@ -173,13 +173,13 @@ async def test_ended_stream_keeps_its_end_status(manager):
 async def test_writer_coalesces_chunks_into_batches(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
     calls = []
-    original = manager.append
+    original = manager.append_soon  # the writer's way in: one call per stored batch
 
-    async def counting(stream_id, run_id, chunks):
+    def counting(stream_id, run_id, chunks):
         calls.append(len(chunks))
-        return await original(stream_id, run_id, chunks)
+        return original(stream_id, run_id, chunks)
 
-    manager.append = counting
+    manager.append_soon = counting
     writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=1000, max_chunks=50)
     for i in range(120):
         writer.write(chunk(i))
@@ -187,6 +187,62 @@ async def test_writer_coalesces_chunks_into_batches(manager):
     assert last == 120
     assert sum(calls) == 120
     assert len(calls) <= 3
+
+
+async def test_writer_chains_chunks_written_during_an_append_onto_it_without_a_timer(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    calls = []
+    original = manager.append_soon
+
+    def counting(stream_id, run_id, chunks):
+        calls.append(len(chunks))
+        return original(stream_id, run_id, chunks)
+
+    manager.append_soon = counting
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=60_000, max_chunks=50)
+    writer.write(chunk(1))  # leading edge: appended at once
+    for n in range(2, 6):
+        writer.write(chunk(n))  # while that append is in flight
+    reader = await manager.create_resumable_reader("s1")
+    got = await asyncio.wait_for(collect(reader, limit=5), TIMEOUT)  # long before the 60 s window
+    assert [s for s, _ in got] == [1, 2, 3, 4, 5]
+    assert calls == [1, 4]
+    assert writer.last_sequence == 5
+
+
+async def test_a_caught_up_reader_reads_once_per_wake_up(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    reads = []
+    original = manager.read_after
+
+    async def counting(stream_id, after, **kwargs):
+        reads.append(after)
+        return await original(stream_id, after, **kwargs)
+
+    manager.read_after = counting
+    reader = await manager.create_resumable_reader("s1")
+    got = []
+
+    async def follow():
+        async for sequence, _chunk in reader:
+            got.append(sequence)
+
+    task = asyncio.ensure_future(follow())
+    await parked(manager, "s1")
+    for n in range(1, 11):
+        await manager.append("s1", "run_a", [chunk(n)])
+        for _ in range(10_000):
+            if len(got) == n:
+                break
+            await asyncio.sleep(0)
+        await parked(manager, "s1")
+    assert got == list(range(1, 11))
+    # One read per wake-up (plus the opening read): a reader that read up to the head keeps
+    # its subscription and parks without reading again when nothing was written since.
+    assert len(reads) <= 12, reads
+    await manager.end_stream("s1", "run_a")
+    await asyncio.wait_for(task, TIMEOUT)
+    assert manager.notifier.waiter_count("s1") == 0
 
 
 async def test_writer_surfaces_a_fence_error(manager):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from helix_django.streams.base import StreamWriter, can_merge
+from helix_django.streams.writer import StreamWriter, can_merge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
