@@ -19,7 +19,7 @@ from typing import Any
 class Waiter:
     """A one-shot wake-up for one stream, bound to the event loop that created it."""
 
-    __slots__ = ("_future", "_loop", "_notifier", "stream_id")
+    __slots__ = ("_future", "_loop", "_notifier", "_released", "stream_id")
 
     def __init__(self, notifier: StreamNotifier, stream_id: str) -> None:
         self._notifier = notifier
@@ -28,6 +28,7 @@ class Waiter:
         # A bare future, not an Event awaited through wait_for: wait_for costs a task per
         # wait, and a parked reader waits once per chunk batch (docs/performance.md).
         self._future: asyncio.Future[bool] = self._loop.create_future()
+        self._released = False
 
     def _fire(self) -> None:
         if self._loop.is_closed():
@@ -62,7 +63,10 @@ class Waiter:
             self.cancel()
 
     def cancel(self) -> None:
-        """Stop listening."""
+        """Stop listening (idempotent: the cross-process listen count drops once per waiter)."""
+        if self._released:
+            return
+        self._released = True
         self._notifier._discard(self)
 
 

@@ -57,6 +57,22 @@ async def test_reader_of_another_manager_wakes_through_the_redis_layer():
             await follower.notifier.remote.aclose()
 
 
+async def test_a_waiter_released_twice_drops_the_process_listen_count_once():
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        manager = DatabaseStreamManager("default", {})
+        try:
+            first, second = manager.subscribe("s1"), manager.subscribe("s1")
+            listener = manager.notifier.remote._listeners[asyncio.get_running_loop()]
+            assert listener.waiting.get("s1") == 2
+            first.cancel()
+            first.cancel()  # e.g. a wait that ended, then an explicit cancel
+            assert listener.waiting.get("s1") == 1  # the other waiter keeps the process listening
+            second.cancel()
+            assert not listener.waiting.get("s1")
+        finally:
+            await manager.notifier.remote.aclose()
+
+
 WRITER = textwrap.dedent(
     """
     import asyncio, sys, django
