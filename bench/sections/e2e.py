@@ -3,7 +3,7 @@
 A daphne subprocess serves ``bench.asgi`` on loopback with the bench SQLite file; the
 default agent is the scripted provider at pace 0 with an ``e2e_chunks``-token reply.
 Per repeat, ``SENDS`` chat POSTs (each a new session, DRF token auth) are read as SSE
-with httpx: time to first byte (the first chunk frame) and chunk frames/s to ``[DONE]``.
+with httpx: time to first byte (the first chunk frame) and provider deltas/s delivered to ``[DONE]``.
 Baselines in the same repeat: the HTTP floor (GET of a bare ASGI ping on the same
 server and client) for the time to first byte, the provider alone for throughput.
 Target: time to first byte added by persistence and transport (chat TTFB - floor)
@@ -107,7 +107,7 @@ async def run(sizes: Sizes) -> list[Row]:
     options = {"TEXT": reply_text(sizes.e2e_chunks), "PACE_TPS": 0}
     headers = await sync_to_async(token_headers)()
     server = await sync_to_async(start_server)(helix_setting(options))
-    ttfb, floor, rates, provider_rates, overheads = [], [], [], [], []
+    ttfb, floor, rates, provider_rates, overheads, frames_per_delta = [], [], [], [], [], []
     try:
         async with httpx.AsyncClient(timeout=WARM_UP_TIMEOUT_SECONDS) as client:
             try:
@@ -123,7 +123,8 @@ async def run(sizes: Sizes) -> list[Row]:
                 ttfb.append(statistics.median(s[0] for s in sends))
                 seconds = statistics.median(s[1] for s in sends)
                 frames = statistics.median(s[2] for s in sends)
-                rates.append(frames / seconds)
+                rates.append(deltas / seconds)
+                frames_per_delta.append(frames / deltas)
                 provider_rates.append(deltas / provider_seconds)
                 overheads.append((seconds - provider_seconds) / deltas * 1e6)
     finally:
@@ -149,11 +150,12 @@ async def run(sizes: Sizes) -> list[Row]:
         ),
         Row(
             NAME,
-            f"{name}: SSE chunk frames/s to [DONE]",
-            value=Stat.of(rates, "chunks/s"),
+            f"{name}: deltas/s delivered over SSE to [DONE]",
+            value=Stat.of(rates, "deltas/s"),
             baseline_name="provider alone, deltas/s",
             baseline=Stat.of(provider_rates, "deltas/s"),
             ratio=paired_ratio(rates, provider_rates),
+            note=f"SSE chunk frames per provider delta: {statistics.median(frames_per_delta):.2f} (coalescing)",
         ),
         Row(
             NAME,
