@@ -17,14 +17,19 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from helix_django.api.errors import MethodNotAllowedError
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
-from helix_django.errors import HelixError, SessionNotFoundError, ValidationError
+from helix_django.errors import (
+    HelixError,
+    MethodNotAllowedError,
+    NotAuthenticatedError,
+    SessionNotFoundError,
+    ValidationError,
+)
 from helix_django.models import ChatSession, Message, Run
 from helix_django.store import aget_or_create_session, discard_empty_session
 from helix_django.streams import get_stream_manager
-from helix_django.transport.auth import Identity, NotAuthenticatedError, aauthenticate
+from helix_django.transport.auth import Identity, aauthenticate
 from helix_django.transport.chat_request import ChatRequest, parse_chat_request
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
 from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
