@@ -18,19 +18,10 @@ from django.test import override_settings
 
 from helix_django import store
 from helix_django.streams import get_stream_manager, reset_stream_managers
-from tests.conftest import redis_url
+from tests.scale.settings import redis_channel_layer
 from tests.transport.conftest import chat_url, new_session_id, read_sse, user_message
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def layer(prefix: str) -> dict:
-    return {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": redis_url(), "socket_timeout": 10}], "prefix": prefix},
-        }
-    }
 
 
 def test_resume_in_the_run_start_window_waits_for_live_then_streams(daphne_server_factory, users):
@@ -52,7 +43,7 @@ def test_resume_in_the_run_start_window_waits_for_live_then_streams(daphne_serve
             result["sse"] = read_sse(client, "GET", chat_url(server, sid), headers={"X-Resume-From-Sequence": "0"})
             result["at"] = time.monotonic()
 
-    with override_settings(CHANNEL_LAYERS=layer(prefix)):
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(prefix)):
         reset_stream_managers()
         reader = threading.Thread(target=resume)
         reader.start()

@@ -28,6 +28,7 @@ from helix_django.models import Run, RunStatus
 from helix_django.streams import get_stream_manager, reset_stream_managers
 from helix_django.streams.broadcast import group_name
 from tests.conftest import redis_url
+from tests.scale.settings import redis_channel_layer
 from tests.transport.conftest import PREFIX, chat_url, new_session_id, read_sse, user_message
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -158,7 +159,7 @@ async def test_one_resume_leaving_the_run_start_window_keeps_the_others_subscrip
     from tests.asgi import application
 
     path = f"{PREFIX}/sessions/{sid}/chat"
-    with override_settings(CHANNEL_LAYERS=layer(f"helix-t-{uuid.uuid4().hex[:8]}")):
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-t-{uuid.uuid4().hex[:8]}")):
         reset_stream_managers()
         manager = get_stream_manager()
         remote = manager.notifier.remote
@@ -206,15 +207,6 @@ def redis_client():
     return redis.asyncio.Redis.from_url(redis_url())
 
 
-def layer(prefix: str) -> dict:
-    return {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": redis_url(), "socket_timeout": 10}], "prefix": prefix},
-        }
-    }
-
-
 @pytest.mark.redis
 def test_a_client_gone_during_the_run_start_window_costs_the_run_nothing(daphne_server_factory, users):
     """daphne + channels_redis (this process claims, the server learns it through the layer)."""
@@ -242,7 +234,7 @@ def test_a_client_gone_during_the_run_start_window_costs_the_run_nothing(daphne_
         assert time.monotonic() - began >= 1.0  # nothing was answered while it waited
     time.sleep(0.5)  # the server sees the disconnect
 
-    with override_settings(CHANNEL_LAYERS=layer(prefix)):
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(prefix)):
         reset_stream_managers()
         try:
             async_to_sync(run_like_a_worker)(started)
