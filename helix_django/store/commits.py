@@ -300,7 +300,9 @@ def commit_terminal(
         count = run.start_message_count
         parts = (response_message or {}).get("parts") or []
         partial_chars = sum(len(p.get("text", "")) for p in parts if p.get("type") in ("text", "reasoning"))
-        if parts:
+        if parts or Message.objects.filter(session=session, position=count).exists():
+            # Without output, a continuation's row (the message it continued) stays counted:
+            # the active rows are exactly [0, message_count) (start_run inserts after them).
             count += 1
         cp = _checkpoint(session, run, CheckpointKind.TERMINAL, count, stream_sequence, step_count or run.step_count)
         if parts:
