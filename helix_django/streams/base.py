@@ -291,6 +291,15 @@ class ResumableReader:
         """Stop the reader; ``caught_up`` is set and iteration ends."""
         self._release()
 
+    def __del__(self) -> None:
+        # A reader dropped without close() must not leave its kept waiter registered (a leaked
+        # wake-up and cross-process listen). Released on its loop: the collector may run while
+        # this thread holds the notifier's lock.
+        kept = getattr(self, "_kept", None)
+        loop = getattr(kept, "_loop", None)
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(kept.cancel)
+
 
 def raise_connection_error(exc: BaseException, what: str) -> StreamConnectionError:
     """Log ``exc`` (type only) and return a typed retryable StreamConnectionError for it."""

@@ -78,8 +78,10 @@ class StreamWriter:
             pending[-1] = {**pending[-1], "delta": pending[-1]["delta"] + chunk["delta"]}
             return
         pending.append(chunk)
-        if self._inflight is not None or self._timer is not None:
-            return  # the append in flight chains the next batch; or the armed timer flushes it
+        if self._inflight is not None:
+            return  # the append in flight chains the next batch
+        if self._timer is not None and len(pending) < self.max_chunks:
+            return  # the armed timer flushes it
         loop = asyncio.get_running_loop()
         wait = self._flushed_at + self.flush_interval - loop.time()
         if wait <= 0 or len(pending) >= self.max_chunks:

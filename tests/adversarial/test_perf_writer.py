@@ -1,0 +1,141 @@
+"""Adversarial tests of the chained StreamWriter and the readers' kept waiter (every backend)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+
+import pytest
+
+from helix_django.errors import StreamFenceError
+from helix_django.streams import load_stream_manager
+from helix_django.streams.writer import StreamWriter
+from tests.streams.conftest import BACKENDS, redis_options
+from tests.streams.helpers import chunk, parked
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def manager(request):
+    config = dict(BACKENDS)
+    if request.param == "redis":
+        config["redis"] = {**BACKENDS["redis"], "OPTIONS": redis_options()}
+    manager = load_stream_manager(request.param, config)
+    yield manager
+    await manager.aclose()
+
+
+async def stored(manager, stream_id: str, count: int, seconds: float = 2.0) -> list:
+    """Return the stored chunks once ``count`` are there; AssertionError after ``seconds``."""
+    for _ in range(int(seconds / 0.01)):
+        chunks = await manager.read_all(stream_id)
+        if len(chunks) >= count:
+            return chunks
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{len(chunks)} of {count} chunks stored")
+
+
+async def test_max_chunks_flushes_even_while_the_interval_timer_is_armed(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=60_000, max_chunks=3)
+    writer.write(chunk(0))  # leading edge: stored at once
+    assert await writer.flush() == 1
+    for n in range(1, 4):  # the interval has not passed: a timer is armed, then max_chunks is reached
+        writer.write(chunk(n))
+    assert len(await stored(manager, "s1", 4)) == 4
+
+
+async def test_cancelling_a_task_inside_flush_neither_loses_nor_duplicates_chunks(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=60_000, max_chunks=1000)
+    for n in range(50):
+        writer.write(chunk(n))
+        if n % 7 == 0:
+            task = asyncio.ensure_future(writer.flush())
+            await asyncio.sleep(0)
+            task.cancel()  # inside flush() (the memory manager may have finished already)
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    assert await writer.flush() == 50
+    assert [c["delta"] for _s, c in await manager.read_all("s1")] == [f"c{n} " for n in range(50)]
+
+
+async def test_a_fence_error_from_a_background_append_surfaces_on_the_next_write_and_flush(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=0)
+    writer.write(chunk(0))
+    await writer.flush()
+    await manager.claim_stream("s1", "run_b", epoch=2)
+    writer.write(chunk(1))  # sent at once, refused by the fence
+    for _ in range(200):
+        await asyncio.sleep(0.005)
+        if writer._inflight is None:
+            break
+
+    with pytest.raises(StreamFenceError):
+        writer.write(chunk(2))
+    with pytest.raises(StreamFenceError):
+        await writer.flush()
+    assert [c["delta"] for _s, c in await manager.read_all("s1")] == ["c0 "]
+
+
+async def test_concurrent_flushes_with_coalescing_store_every_character_once(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=1, max_chunks=4, coalesce_deltas=True)
+
+    async def produce(start: int) -> None:
+        for n in range(start, start + 40):
+            writer.write(chunk(n))
+            if n % 5 == 0:
+                await writer.flush()
+            await asyncio.sleep(0)
+
+    await asyncio.gather(produce(0), produce(40), produce(80))
+    await writer.flush()
+    text = "".join(c["delta"] for _s, c in await manager.read_all("s1"))
+    assert sorted(text.split()) == sorted(f"c{n}" for n in range(120))
+
+
+async def test_a_reader_abandoned_after_reaching_the_head_leaves_no_waiter(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1), chunk(2)])
+    reader = await manager.create_resumable_reader("s1", from_sequence=0)
+    async for _sequence, _chunk in reader:
+        break  # the consumer stops without close(); the read reached the head
+    del reader
+    gc.collect()
+    await asyncio.sleep(0)
+    assert manager.notifier.waiter_count("s1") == 0
+
+
+async def test_a_kept_waiter_wakes_for_the_end_of_the_stream(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1)])
+    reader = await manager.create_resumable_reader("s1", from_sequence=0)
+    first = await reader.__anext__()
+    assert first[0] == 1
+    rest = asyncio.ensure_future(asyncio.wait_for(_drain(reader), 5))
+    await parked(manager, "s1")
+    await manager.append("s1", "run_a", [chunk(2)])
+    await manager.end_stream("s1", "run_a")
+    assert [s for s, _c in await rest] == [2]
+    assert reader.last_info.status == "ended"
+    assert manager.notifier.waiter_count("s1") == 0
+
+
+async def test_close_from_another_task_releases_a_kept_waiter(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1)])
+    reader = await manager.create_resumable_reader("s1", from_sequence=0)
+    await reader.__anext__()
+    assert manager.notifier.waiter_count("s1") == 1  # kept for the next wait
+    await reader.close()
+    assert manager.notifier.waiter_count("s1") == 0
+    with pytest.raises(StopAsyncIteration):
+        await reader.__anext__()
+
+
+async def _drain(reader) -> list:
+    return [item async for item in reader]
