@@ -47,3 +47,4 @@ def test_a_continuation_ended_without_output_keeps_the_row_it_continued(status):
     assert follow.start_message_count == 3
     rows = Message.objects.filter(session_id="sess1", position__isnull=False).order_by("position")
     assert [(r.position, r.ui_id) for r in rows] == [(0, "u1"), (1, run.response_message_id), (2, "u2")]
+    store.commit_terminal(follow.id, "cancelled", response_message=None, stream_sequence=4)
