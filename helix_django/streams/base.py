@@ -64,6 +64,16 @@ class BaseStreamManager(abc.ABC):
     is_multi_process: bool = False
     """Several processes may read and write the same streams."""
 
+    @property
+    def reads_are_current(self) -> bool:
+        """Whether a read's info is current when it returns (never from a process-local cache).
+
+        Only then may a reader that reached the head park on the waiter it subscribed
+        before that read without reading again. Managers that may answer from a cache
+        other processes' writes do not update return False.
+        """
+        return True
+
     def __init__(self, alias: str, options: dict[str, Any]) -> None:
         self.alias = alias
         self.options = dict(options)
@@ -259,7 +269,7 @@ class ResumableReader:
                     self.catch_up_head = info.head_sequence if info else self.current_sequence
                 if chunks:
                     self._buffer.extend(chunks)
-                    if info is not None and chunks[-1][0] >= info.head_sequence:
+                    if info is not None and chunks[-1][0] >= info.head_sequence and self.manager.reads_are_current:
                         self._kept = waiter  # the next wait needs no read unless it fires
                     else:
                         waiter.cancel()

@@ -328,6 +328,11 @@ class DatabaseStreamManager(BaseStreamManager):
     async def pause_stream(self, stream_id: str, run_id: str) -> StreamInfo:
         return await self._set_status(stream_id, run_id, PAUSED)
 
+    @property
+    def reads_are_current(self) -> bool:
+        """False while other processes may write (a broadcaster is attached): a tail hit's info is old then."""
+        return self.notifier.remote is None or not self.tail.is_enabled
+
     async def get_info(self, stream_id: str) -> StreamInfo | None:
         return await self._call("info", self._info_sync, stream_id)
 
