@@ -101,3 +101,34 @@ def test_racing_superseding_sends_keep_positions_dense():
     )
     assert positions == list(range(session.message_count)) == list(range(THREADS))
     store.commit_terminal(session.current_run_id, "cancelled", response_message=None, stream_sequence=0)
+
+
+def test_fenced_step_commits_racing_a_superseding_send_never_land_after_it():
+    from helix_django.errors import RunSupersededError
+
+    store.get_or_create_session("sess1")
+    first = {"id": "u0", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    old = store.start_run(store.RunStartRequest(session_id="sess1", input_messages=[first])).run
+
+    def act(i: int):
+        if i == 0:
+            message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "again"}]}
+            request = store.RunStartRequest(session_id="sess1", input_messages=[message], supersede_live=True)
+            return store.start_run(request).run
+        answer = {"id": old.response_message_id, "role": "assistant", "parts": [{"type": "text", "text": f"s{i}"}]}
+        return store.commit_step(old.id, response_message=answer, stream_sequence=i, step_count=i)
+
+    results = race(act)
+    new = results[0]
+    assert not isinstance(new, Exception), results
+    assert all(isinstance(r, RunSupersededError) for r in results[1:] if isinstance(r, Exception)), results
+    session = ChatSession.objects.get(pk="sess1")
+    rows = list(
+        Message.objects.filter(session_id="sess1", position__isnull=False)
+        .order_by("position")
+        .values_list("ui_id", flat=True)
+    )
+    # The new run's input follows whatever the old run committed before it; nothing of the old run after.
+    assert rows[-1] == "u1" and session.current_run_id == new.id and len(rows) == session.message_count
+    assert rows[0] == "u0" and rows.count(old.response_message_id) <= 1
+    store.commit_terminal(new.id, "cancelled", response_message=None, stream_sequence=0)
