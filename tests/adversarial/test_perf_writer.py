@@ -139,3 +139,38 @@ async def test_close_from_another_task_releases_a_kept_waiter(manager):
 
 async def _drain(reader) -> list:
     return [item async for item in reader]
+
+
+def _rename(old: str, new: str) -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER TABLE {old} RENAME TO {new}")
+
+
+async def test_a_database_error_mid_append_surfaces_typed_on_the_next_flush_and_write():
+    from asgiref.sync import sync_to_async
+
+    from helix_django.errors import StreamConnectionError
+    from helix_django.models import StreamChunk
+    from helix_django.streams.database import DatabaseStreamManager
+
+    manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=0)
+    writer.write(chunk(1))
+    assert await writer.flush() == 1
+    table = StreamChunk._meta.db_table
+    await sync_to_async(_rename)(table, "helix_chunk_gone")
+    try:
+        writer.write(chunk(2))
+        writer.write(chunk(3))  # chained behind the failing append
+        with pytest.raises(StreamConnectionError) as excinfo:
+            await writer.flush()
+        assert excinfo.value.is_retryable
+        with pytest.raises(StreamConnectionError):
+            writer.write(chunk(4))
+    finally:
+        await sync_to_async(_rename)("helix_chunk_gone", table)
+    assert [s for s, _c in await manager.read_all("s1")] == [1]
+    assert (await manager.get_info("s1")).head_sequence == 1
