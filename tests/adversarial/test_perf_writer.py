@@ -174,3 +174,36 @@ async def test_a_database_error_mid_append_surfaces_typed_on_the_next_flush_and_
         await sync_to_async(_rename)("helix_chunk_gone", table)
     assert [s for s, _c in await manager.read_all("s1")] == [1]
     assert (await manager.get_info("s1")).head_sequence == 1
+
+
+async def test_many_readers_holding_kept_waiters_follow_a_pause_a_failure_or_a_new_claim(manager):
+    for kind in ("pause", "fail", "claim"):
+        stream_id = f"s-{kind}"
+        await manager.claim_stream(stream_id, "run_a", epoch=1)
+        await manager.append(stream_id, "run_a", [chunk(1)])
+        readers = [await manager.create_resumable_reader(stream_id, from_sequence=0) for _ in range(5)]
+        for reader in readers:
+            reader.fail_safe_seconds = 3600
+            assert (await reader.__anext__())[0] == 1  # each now keeps a waiter
+        assert manager.notifier.waiter_count(stream_id) == 5
+        tasks = [asyncio.ensure_future(_drain(reader)) for reader in readers]
+        await asyncio.sleep(0.01)
+        added, status = await _transition_on(manager, stream_id, kind)
+        for task, reader in zip(tasks, readers, strict=True):
+            got = await asyncio.wait_for(task, 5)
+            assert [s for s, _c in got] == added, (kind, got)
+            assert reader.last_info.status == status
+        assert manager.notifier.waiter_count(stream_id) == 0
+
+
+async def _transition_on(manager, stream_id: str, kind: str) -> tuple[list[int], str]:
+    if kind == "pause":
+        await manager.pause_stream(stream_id, "run_a")
+        return [], "paused"
+    if kind == "fail":
+        await manager.fail_stream(stream_id, "run_a", {"error": "x", "code": "provider_error", "retryable": False})
+        return [2], "failed"  # a failed stream ends with its stored error chunk
+    await manager.claim_stream(stream_id, "run_b", epoch=2)
+    await manager.append(stream_id, "run_b", [chunk(2, "run_b"), chunk(3, "run_b")])
+    await manager.end_stream(stream_id, "run_b")
+    return [2, 3], "ended"
