@@ -39,6 +39,9 @@ def missing() -> str:
     for module in ("helix_django.transport.routing", "helix_django.transport.chat", "tests.live"):
         if importlib.util.find_spec(module) is None:
             return f"{module} has not landed"
+    for module in ("httpx", "httpx_sse", "daphne"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed (pip install -e '.[test]')"
     return ""
 
 
