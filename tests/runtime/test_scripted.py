@@ -172,3 +172,19 @@ async def test_a_dropped_durable_operation_is_completed_by_the_run(executor, ses
     run = await Run.objects.aget(pk=handle.run_id)
     assert run.provider_operation_id.startswith("scrop_")
     assert text((await rows(session.id))[1]) == "one two three four five"
+
+
+def test_a_continue_call_goes_on_where_the_partial_answer_stopped():
+    from helix_django.runtime.context import CONTINUE_INSTRUCTION
+
+    full = default_reply("What is a checkpoint?")
+    partial = full[:123]
+    messages = [
+        {"role": "user", "content": "What is a checkpoint?"},
+        {"role": "assistant", "content": partial},
+        {"role": "user", "content": CONTINUE_INSTRUCTION},
+    ]
+    req = ProviderRequest(model="m", system="", messages=messages, attempt_id="att_x", options={})
+    assert ScriptedProvider({}).plan(req)["TEXT"] == full[123:]
+    # A configured text that does not start with the partial answer is left as it is.
+    assert ScriptedProvider({"TEXT": "Something else."}).plan(req)["TEXT"] == "Something else."

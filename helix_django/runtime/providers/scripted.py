@@ -19,7 +19,9 @@ OPTIONS (all optional; per agent in ``HELIX["AGENTS"][name]["PROVIDER"]["OPTIONS
      "RULES": [{"MATCH": regex, ...any key above}]}  # first rule matching the user's text wins
 
 The step of a call is the number of assistant messages after the last user message, so
-a tool round-trip moves to the next entry of ``STEPS``. With ``DURABLE`` the operation's
+a tool round-trip moves to the next entry of ``STEPS``. A Continue call (the partial answer
+then ``CONTINUE_INSTRUCTION``) streams the rest of the reply after the partial text when the
+reply starts with it, as a model continuing would. With ``DURABLE`` the operation's
 outcome is computed when it starts and kept in the Django cache, so a later process's
 :meth:`ScriptedProvider.retrieve` completes it after a drop or a process kill (000,
 "Background operations are easier to recover than ephemeral streams").
@@ -38,6 +40,7 @@ from typing import Any
 from django.core.cache import caches
 
 from helix_django.errors import ProviderError
+from helix_django.runtime.context import CONTINUE_INSTRUCTION
 from helix_django.runtime.providers.base import (
     BaseProvider,
     Finish,
@@ -91,6 +94,20 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
         if message.get("role") == "user":
             return str(message.get("content") or "")
     return ""
+
+
+def _continued_answer(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """Return (the question, the partial answer) when the call asks to continue a partial answer.
+
+    A Continue run ends its context with the partial assistant message and then
+    ``CONTINUE_INSTRUCTION`` as a user message (runtime/context.py).
+    """
+    if len(messages) < 3 or messages[-1].get("role") != "user" or messages[-1].get("content") != CONTINUE_INSTRUCTION:
+        return None
+    partial, asked = messages[-2], messages[-3]
+    if partial.get("role") != "assistant" or asked.get("role") != "user":
+        return None
+    return str(asked.get("content") or ""), str(partial.get("content") or "")
 
 
 def _step_index(messages: list[dict[str, Any]]) -> int:
@@ -155,8 +172,12 @@ class ScriptedProvider(BaseProvider):
             config.pop("TOOL_CALLS", None)
             results = _tool_results_text(request.messages)
             config["TEXT"] = f"The tools answered: {results}" if results else config.get("TEXT")
+        continued = _continued_answer(request.messages)
         if not config.get("TEXT") and not config.get("TOOL_CALLS"):
-            config["TEXT"] = default_reply(question)
+            config["TEXT"] = default_reply(continued[0] if continued else question)
+        if continued and continued[1] and str(config.get("TEXT") or "").startswith(continued[1]):
+            # Continue: the script goes on where the partial answer stopped, like a model would.
+            config["TEXT"] = config["TEXT"][len(continued[1]) :]
         return config
 
     def _events(self, config: dict[str, Any], request: ProviderRequest) -> list[ProviderEvent]:
