@@ -94,7 +94,7 @@ def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
     of_run = Run.objects.filter(pk=run_id).values("session_id")[:1]
     session = ChatSession.objects.select_for_update().filter(pk=Subquery(of_run)).first()
     run = Run.objects.filter(pk=run_id).first() if session is not None else None
-    if run is None:
+    if session is None or run is None:
         raise RunNotFoundError()
     if session.current_run_id != run_id or run.status not in LIVE_STATUSES:
         raise RunSupersededError()
