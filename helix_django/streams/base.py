@@ -250,7 +250,8 @@ class ResumableReader:
                 if self.catch_up_head is not None and sequence >= self.catch_up_head and not self._buffer:
                     self.caught_up.set()
                 return sequence, chunk
-            waiter, self._kept = self._kept, None
+            waiter: Any = self._kept
+            self._kept = None
             if waiter is not None and not waiter.is_fired:
                 # Subscribed before the last read, which reached the head, and silent since:
                 # nothing was written or changed, so that read's info still stands (no read).
