@@ -306,10 +306,9 @@ class ResumableReader:
         # A reader dropped without close() must not leave its kept waiter registered (a leaked
         # wake-up and cross-process listen). Released on its loop: the collector may run while
         # this thread holds the notifier's lock.
-        kept = getattr(self, "_kept", None)
-        loop = getattr(kept, "_loop", None)
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(kept.cancel)
+        kept: Any = getattr(self, "_kept", None)
+        if kept is not None and not kept._loop.is_closed():
+            kept._loop.call_soon_threadsafe(kept.cancel)
 
 
 def raise_connection_error(exc: BaseException, what: str) -> StreamConnectionError:
