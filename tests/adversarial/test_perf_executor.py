@@ -11,6 +11,7 @@ import asyncio
 
 import pytest
 
+from helix_django.models import Run
 from helix_django.signals import run_started
 from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
@@ -77,6 +78,7 @@ async def test_a_run_superseded_before_its_run_started_receivers_ran(executor, s
     executor.runner.loop.call_soon_threadsafe(gate.set)
     assert await executor.wait(second.run_id, 10) == "completed"
     assert await _received(received, 2) == [(first.run_id, "starting"), (second.run_id, "starting")]
+    assert (await Run.objects.aget(pk=first.run_id)).status == "superseded"  # never set live again by its task
     snapshot = await abuild_snapshot(session.id)
     assert snapshot["runId"] == second.run_id and snapshot["status"] == "ended"
     assert [m["role"] for m in snapshot["messages"]] == ["user", "assistant"]
