@@ -15,5 +15,7 @@ class HelixConfig(AppConfig):
     def ready(self) -> None:
         from helix_django import checks, signals  # noqa: F401
         from helix_django.recovery.receivers import connect
+        from helix_django.streams import purge
 
         connect()  # telemetry and continuation invalidation receivers; no queries here
+        purge.connect()  # a deleted session's stream chunks are purged

@@ -107,6 +107,16 @@ class BaseStreamManager(abc.ABC):
         return asyncio.ensure_future(self.append(stream_id, run_id, chunks))
 
     @abc.abstractmethod
+    async def purge_stream(self, stream_id: str) -> None:
+        """Delete the stored chunks of a stream whose session was deleted.
+
+        The stream is left ``ended`` with no run and no error, and its head and claim epoch
+        stay: sequences are never reused, and a session that later takes the same id starts
+        after the old head, so none of the deleted session's chunks reach it. A no-op for a
+        stream that does not exist. Not fenced: call it only for a session with no live run.
+        """
+
+    @abc.abstractmethod
     async def end_stream(self, stream_id: str, run_id: str, *, end_status: str = "completed") -> StreamInfo:
         """Mark the stream ``ended`` with ``end_status``. Fenced like :meth:`append`."""
 

@@ -231,6 +231,15 @@ class DatabaseStreamManager(BaseStreamManager):
             row.save(using=self.using)
         return _info(row)
 
+    def _purge_sync(self, stream_id: str) -> None:
+        with transaction.atomic(using=self.using), connections[self.using].cursor() as cursor:
+            cursor.execute(f"DELETE FROM {self._chunk_table} WHERE stream_id = %s", [stream_id])  # noqa: S608
+            cursor.execute(
+                f"UPDATE {self._stream_table} SET status = %s, run_id = '', end_status = '', error = NULL "  # noqa: S608
+                "WHERE stream_id = %s",
+                [ENDED, stream_id],
+            )
+
     def _info_sync(self, stream_id: str) -> StreamInfo | None:
         return self._select_info(stream_id)
 
@@ -332,6 +341,12 @@ class DatabaseStreamManager(BaseStreamManager):
     def reads_are_current(self) -> bool:
         """False while other processes may write (a broadcaster is attached): a tail hit's info is old then."""
         return self.notifier.remote is None or not self.tail.is_enabled
+
+    async def purge_stream(self, stream_id: str) -> None:
+        self.tail.forget(stream_id)
+        await self._call("purge", self._purge_sync, stream_id)
+        self.tail.forget(stream_id)
+        self.notifier.notify(stream_id)
 
     async def get_info(self, stream_id: str) -> StreamInfo | None:
         return await self._call("info", self._info_sync, stream_id)

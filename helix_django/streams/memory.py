@@ -20,7 +20,7 @@ from helix_django.streams.base import (
 
 
 class _MemoryStream:
-    __slots__ = ("chunks", "end_status", "epoch", "error", "run_id", "sequences", "status")
+    __slots__ = ("base", "chunks", "end_status", "epoch", "error", "run_id", "sequences", "status")
 
     def __init__(self) -> None:
         self.status = ACTIVE
@@ -30,10 +30,15 @@ class _MemoryStream:
         self.error: dict[str, Any] | None = None
         self.sequences: list[int] = []
         self.chunks: list[Chunk] = []
+        self.base = 0
+        """The head when the chunks were last purged."""
+
+    @property
+    def head(self) -> int:
+        return self.sequences[-1] if self.sequences else self.base
 
     def info(self, stream_id: str) -> StreamInfo:
-        head = self.sequences[-1] if self.sequences else 0
-        return StreamInfo(stream_id, self.status, head, self.run_id, self.epoch, self.end_status, self.error)
+        return StreamInfo(stream_id, self.status, self.head, self.run_id, self.epoch, self.end_status, self.error)
 
 
 class MemoryStreamManager(BaseStreamManager):
@@ -69,7 +74,7 @@ class MemoryStreamManager(BaseStreamManager):
             stream = self._fenced(stream_id, run_id)
             if stream.status != ACTIVE:
                 raise StreamFenceError(cause="stream_not_active")
-            head = stream.sequences[-1] if stream.sequences else 0
+            head = stream.head
             sequences = list(range(head + 1, head + 1 + len(chunks)))
             stream.sequences.extend(sequences)
             stream.chunks.extend(chunks)
@@ -92,13 +97,22 @@ class MemoryStreamManager(BaseStreamManager):
     async def fail_stream(self, stream_id: str, run_id: str, error: dict[str, Any]) -> StreamInfo:
         with self._lock:
             stream = self._fenced(stream_id, run_id)
-            head = stream.sequences[-1] if stream.sequences else 0
-            stream.sequences.append(head + 1)
+            stream.sequences.append(stream.head + 1)
             stream.chunks.append({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
         return self._set_status(stream_id, run_id, FAILED, error=error)
 
     async def pause_stream(self, stream_id: str, run_id: str) -> StreamInfo:
         return self._set_status(stream_id, run_id, PAUSED)
+
+    async def purge_stream(self, stream_id: str) -> None:
+        with self._lock:
+            stream = self._streams.get(stream_id)
+            if stream is None:
+                return
+            stream.base = stream.head
+            stream.sequences, stream.chunks = [], []
+            stream.status, stream.run_id, stream.end_status, stream.error = ENDED, "", "", None
+        self.notifier.notify(stream_id)
 
     async def get_info(self, stream_id: str) -> StreamInfo | None:
         stream = self._streams.get(stream_id)

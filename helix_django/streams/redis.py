@@ -205,6 +205,20 @@ class RedisStreamManager(BaseStreamManager):
     async def pause_stream(self, stream_id: str, run_id: str) -> StreamInfo:
         return await self._set_status(stream_id, run_id, PAUSED)
 
+    async def purge_stream(self, stream_id: str) -> None:
+        meta, chunks_key = self.keys(stream_id)
+
+        async def purge(state: LoopState) -> None:
+            async with state.client.pipeline(transaction=True) as pipe:
+                pipe.delete(chunks_key)
+                pipe.hset(meta, mapping={"status": ENDED, "run_id": "", "end_status": "", "error": ""})
+                await pipe.execute()
+
+        if await self.get_info(stream_id) is None:
+            return
+        await self._call("purge", purge)
+        self.notifier.notify(stream_id)
+
     # --- reads ---------------------------------------------------------------------------
 
     async def get_info(self, stream_id: str) -> StreamInfo | None:

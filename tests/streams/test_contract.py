@@ -170,6 +170,23 @@ async def test_ended_stream_keeps_its_end_status(manager):
     assert (info.status, info.end_status) == ("ended", "cancelled")
 
 
+async def test_purge_drops_every_chunk_keeps_the_head_and_a_new_claim_goes_on_after_it(manager):
+    await manager.purge_stream("missing")  # a no-op
+    assert await manager.get_info("missing") is None
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1), chunk(2), chunk(3)])
+    await manager.fail_stream("s1", "run_a", {"error": "boom", "code": "provider_error"})
+    await manager.purge_stream("s1")
+    info = await manager.get_info("s1")
+    assert (info.status, info.head_sequence, info.run_id, info.error) == ("ended", 4, "", None)
+    assert await manager.read_all("s1") == []
+    assert await manager.create_resumable_reader("s1") is not None  # ended, not failed: an empty read
+    # A session that takes the id later: its run claims with a newer epoch and continues after the old head.
+    await manager.claim_stream("s1", "run_b", epoch=2)
+    assert await manager.append("s1", "run_b", [chunk(9, run="run_b")]) == [5]
+    assert [(s, c["_run"]) for s, c in await manager.read_all("s1")] == [(5, "run_b")]
+
+
 async def test_writer_coalesces_chunks_into_batches(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
     calls = []
