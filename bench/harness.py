@@ -67,6 +67,48 @@ def paired_ratio(values: Sequence[float], baselines: Sequence[float]) -> Stat:
     return Stat.of([v / b for v, b in zip(values, baselines, strict=True) if b], "x")
 
 
+def delay_rows(
+    section: str,
+    name: str,
+    values: dict[str, list[float]],
+    bases: dict[str, list[float]],
+    *,
+    baseline_name: str,
+    target_p99_ms: float | None,
+    cpu: str,
+    memory: tuple[str, str],
+    cpu_note: str = "",
+) -> list[Row]:
+    """Return the four rows of a live-delivery configuration: delay p50, p99, CPU, memory.
+
+    ``values``/``bases`` hold per-repeat samples under ``p50``, ``p99`` (ms), ``cpu`` (s per
+    1 000 deltas) and ``memory[0]`` (KiB); ``memory[1]`` labels that row. The p99 row
+    carries the target when ``target_p99_ms`` is given (issue 8, section 4).
+    """
+    p99 = Stat.of(values["p99"], "ms")
+    key, label = memory
+
+    def row(measurement: str, sample_key: str, unit: str, **extra: Any) -> Row:
+        return Row(
+            section,
+            f"{name}: {measurement}",
+            value=Stat.of(values[sample_key], unit),
+            baseline_name=baseline_name,
+            baseline=Stat.of(bases[sample_key], unit),
+            **extra,
+        )
+
+    target: dict[str, Any] = {}
+    if target_p99_ms is not None:
+        target = {"target": f"p99 < {target_p99_ms:.0f} ms", "holds": p99.median < target_p99_ms}
+    return [
+        row("delay p50", "p50", "ms"),
+        row("delay p99", "p99", "ms", **target),
+        row(cpu, "cpu", "s", note=cpu_note),
+        row(label, key, "KiB"),
+    ]
+
+
 def _fmt(value: float, unit: str) -> str:
     if unit == "x":
         return f"{value:.2f}x"

@@ -29,7 +29,7 @@ import tracemalloc
 from collections.abc import Callable
 
 from bench.config import DATABASE_BACKEND, Sizes
-from bench.harness import Row, Stat
+from bench.harness import Row, delay_rows
 from bench.payloads import unique
 from helix_django.conf import helix_settings
 from helix_django.streams import load_stream_manager
@@ -171,41 +171,17 @@ async def _queue_setup(runs: int, readers_per_run: int, result: Result):
 
 
 def _rows(name: str, values: dict[str, list[float]], bases: dict[str, list[float]], is_target: bool) -> list[Row]:
-    p99 = Stat.of(values["p99"], "ms")
-    queue = "asyncio.Queue"
-    return [
-        Row(
-            NAME,
-            f"{name}: delay p50",
-            value=Stat.of(values["p50"], "ms"),
-            baseline_name=queue,
-            baseline=Stat.of(bases["p50"], "ms"),
-        ),
-        Row(
-            NAME,
-            f"{name}: delay p99",
-            value=p99,
-            baseline_name=queue,
-            baseline=Stat.of(bases["p99"], "ms"),
-            target=f"p99 < {TARGET_P99_MS:.0f} ms" if is_target else "",
-            holds=(p99.median < TARGET_P99_MS) if is_target else None,
-        ),
-        Row(
-            NAME,
-            f"{name}: CPU per 1000 deltas",
-            value=Stat.of(values["cpu"], "s"),
-            baseline_name=queue,
-            baseline=Stat.of(bases["cpu"], "s"),
-            note=f"stored chunks per provider delta: {statistics.median(values['chunks_per_token']):.2f}",
-        ),
-        Row(
-            NAME,
-            f"{name}: heap per open run+reader",
-            value=Stat.of(values["heap"], "KiB"),
-            baseline_name=queue,
-            baseline=Stat.of(bases["heap"], "KiB"),
-        ),
-    ]
+    return delay_rows(
+        NAME,
+        name,
+        values,
+        bases,
+        baseline_name="asyncio.Queue",
+        target_p99_ms=TARGET_P99_MS if is_target else None,
+        cpu="CPU per 1000 deltas",
+        memory=("heap", "heap per open run+reader"),
+        cpu_note=f"stored chunks per provider delta: {statistics.median(values['chunks_per_token']):.2f}",
+    )
 
 
 def _summary(result: Result, pairs: int) -> dict[str, float]:

@@ -23,7 +23,7 @@ import time
 import uuid
 
 from bench.config import Sizes
-from bench.harness import Row, Stat, not_available
+from bench.harness import Row, delay_rows, not_available
 from bench.sections.e2e import missing, start_server, token_headers
 
 NAME = "sse"
@@ -143,41 +143,16 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
         measured = await _measure(client, server, runs, tokens, pace, headers, bare=False)
         for key in mine:
             mine[key].append(measured[key])
-    bare = "bare ASGI SSE"
-    p99 = Stat.of(mine["p99"], "ms")
-    is_target = runs == TARGET_RUNS
-    return [
-        Row(
-            NAME,
-            f"{name}: delay p50",
-            value=Stat.of(mine["p50"], "ms"),
-            baseline_name=bare,
-            baseline=Stat.of(base["p50"], "ms"),
-        ),
-        Row(
-            NAME,
-            f"{name}: delay p99",
-            value=p99,
-            baseline_name=bare,
-            baseline=Stat.of(base["p99"], "ms"),
-            target=f"p99 < {TARGET_P99_MS:.0f} ms" if is_target else "",
-            holds=(p99.median < TARGET_P99_MS) if is_target else None,
-        ),
-        Row(
-            NAME,
-            f"{name}: server CPU per 1000 deltas",
-            value=Stat.of(mine["cpu"], "s"),
-            baseline_name=bare,
-            baseline=Stat.of(base["cpu"], "s"),
-        ),
-        Row(
-            NAME,
-            f"{name}: server RSS per open response",
-            value=Stat.of(mine["rss"], "KiB"),
-            baseline_name=bare,
-            baseline=Stat.of(base["rss"], "KiB"),
-        ),
-    ]
+    return delay_rows(
+        NAME,
+        name,
+        mine,
+        base,
+        baseline_name="bare ASGI SSE",
+        target_p99_ms=TARGET_P99_MS if runs == TARGET_RUNS else None,
+        cpu="server CPU per 1000 deltas",
+        memory=("rss", "server RSS per open response"),
+    )
 
 
 async def run(sizes: Sizes) -> list[Row]:
