@@ -167,3 +167,28 @@ def shared_server(django_db_setup, django_db_blocker):
         server.start()
     yield server
     server.stop()
+
+
+def layer_server(start_server: Any) -> tuple[Any, str]:
+    """Start daphne (``start_server``: the ``daphne_server_factory`` fixture) on the channels_redis
+    layer of a fresh key prefix; return (server, prefix).
+
+    This process joins the same layer with ``redis_channel_layer(prefix)`` to claim and
+    write streams the server learns about through it.
+    """
+    prefix = f"helix-t-{uuid.uuid4().hex[:8]}"
+    server = start_server(
+        settings_module="tests.scale.settings",
+        env={"HELIX_TEST_LAYER_PREFIX": prefix},
+        helix={"LIVE_WAIT_TIMEOUT_MS": 15_000},
+    )
+    return server, prefix
+
+
+def run_in_start_window(owner_id: int) -> tuple[str, Any]:
+    """Return (session id, RunStartResult) of a run whose run-start commit landed, its stream unclaimed."""
+    from helix_django import store
+
+    sid = new_session_id()
+    store.get_or_create_session(sid, owner_id=owner_id)
+    return sid, store.start_run(store.RunStartRequest(session_id=sid, input_messages=[user_message("hi")]))

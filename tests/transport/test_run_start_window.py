@@ -9,32 +9,23 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 
 import httpx
 import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
-from helix_django import store
 from helix_django.streams import get_stream_manager, reset_stream_managers
 from tests.scale.settings import redis_channel_layer
-from tests.transport.conftest import chat_url, new_session_id, read_sse, user_message
+from tests.transport.conftest import chat_url, layer_server, read_sse, run_in_start_window
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def test_resume_in_the_run_start_window_waits_for_live_then_streams(daphne_server_factory, users):
-    prefix = f"helix-t-{uuid.uuid4().hex[:8]}"
-    server = daphne_server_factory(
-        settings_module="tests.scale.settings",
-        env={"HELIX_TEST_LAYER_PREFIX": prefix},
-        helix={"LIVE_WAIT_TIMEOUT_MS": 15_000},
-    )
+    server, prefix = layer_server(daphne_server_factory)
     user, headers = users["a"]
-    sid = new_session_id()
-    store.get_or_create_session(sid, owner_id=user.pk)
-    started = store.start_run(store.RunStartRequest(session_id=sid, input_messages=[user_message("hi")]))
+    sid, started = run_in_start_window(user.pk)
     run = started.run
     result = {}
 

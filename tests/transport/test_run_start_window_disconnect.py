@@ -29,7 +29,15 @@ from helix_django.streams import get_stream_manager, reset_stream_managers
 from helix_django.streams.broadcast import group_name
 from tests.conftest import redis_url
 from tests.scale.settings import redis_channel_layer
-from tests.transport.conftest import PREFIX, chat_url, new_session_id, read_sse, user_message
+from tests.transport.conftest import (
+    PREFIX,
+    chat_url,
+    layer_server,
+    new_session_id,
+    read_sse,
+    run_in_start_window,
+    user_message,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -210,16 +218,9 @@ def redis_client():
 @pytest.mark.redis
 def test_a_client_gone_during_the_run_start_window_costs_the_run_nothing(daphne_server_factory, users):
     """daphne + channels_redis (this process claims, the server learns it through the layer)."""
-    prefix = f"helix-t-{uuid.uuid4().hex[:8]}"
-    server = daphne_server_factory(
-        settings_module="tests.scale.settings",
-        env={"HELIX_TEST_LAYER_PREFIX": prefix},
-        helix={"LIVE_WAIT_TIMEOUT_MS": 15_000},
-    )
+    server, prefix = layer_server(daphne_server_factory)
     user, headers = users["a"]
-    sid = new_session_id()
-    store.get_or_create_session(sid, owner_id=user.pk)
-    started = store.start_run(store.RunStartRequest(session_id=sid, input_messages=[user_message("hi")]))
+    sid, started = run_in_start_window(user.pk)
     run = started.run
     with httpx.Client(headers=headers, timeout=10) as client:
         snapshot = client.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()
