@@ -119,15 +119,16 @@ def _check_content_length(shared_server, users, length):
     assert not ChatSession.objects.filter(pk=sid).exists()
 
 
+def _hi_declaring(sid: str, headers: dict, length: int) -> bytes:
+    """A raw chat POST of HI_BODY whose Content-Length header says ``length``."""
+    head = _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", headers) + b"Content-Type: application/json\r\n"
+    return head + f"Content-Length: {length}\r\nConnection: close\r\n\r\n".encode() + HI_BODY
+
+
 def test_content_length_larger_than_body_then_gone_writes_nothing(shared_server, users):
     """Daphne (twisted) waits for the declared body; a client that leaves writes nothing and breaks nothing."""
     sid = new_session_id()
-    data = (
-        _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
-        + b"Content-Type: application/json\r\n"
-        + f"Content-Length: {len(HI_BODY) + 500}\r\nConnection: close\r\n\r\n".encode()
-        + HI_BODY
-    )
+    data = _hi_declaring(sid, users["a"][1], len(HI_BODY) + 500)
     with pytest.raises(TimeoutError):
         raw_request(shared_server.port, data, timeout=1)
     status, _, _ = _get(shared_server, f"{PREFIX}/sessions/".encode(), users["a"][1])
@@ -137,12 +138,7 @@ def test_content_length_larger_than_body_then_gone_writes_nothing(shared_server,
 
 def test_content_length_smaller_than_body_is_a_typed_400(shared_server, users):
     sid = new_session_id()
-    data = (
-        _head(b"POST", f"{PREFIX}/sessions/{sid}/chat", users["a"][1])
-        + b"Content-Type: application/json\r\n"
-        + f"Content-Length: {len(HI_BODY) - 10}\r\nConnection: close\r\n\r\n".encode()
-        + HI_BODY
-    )
+    data = _hi_declaring(sid, users["a"][1], len(HI_BODY) - 10)
     status, _, resp = raw_request(shared_server.port, data)
     assert_typed_refusal(status, json.loads(resp), statuses=(400,))
     assert not ChatSession.objects.filter(pk=sid).exists()
