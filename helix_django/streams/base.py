@@ -170,13 +170,8 @@ class BaseStreamManager(abc.ABC):
 
     async def read_all(self, stream_id: str, *, after: int = 0) -> list[StoredChunk]:
         """Return every stored chunk with sequence > ``after`` (for replays and recovery)."""
-        out: list[StoredChunk] = []
-        while True:
-            batch, _info = await self.read_after(stream_id, after, limit=1000)
-            if not batch:
-                return out
-            out.extend(batch)
-            after = batch[-1][0]
+        chunks, _info = await self._read_batches(stream_id, after, stop_at_head=False)
+        return chunks
 
     async def read_backlog(self, stream_id: str, *, after: int = 0) -> tuple[list[StoredChunk], StreamInfo | None]:
         """Return the chunks after ``after`` up to the head the last read reported, and that info.
@@ -186,11 +181,18 @@ class BaseStreamManager(abc.ABC):
         read costs nothing more (chunks stored after that info was taken come live).
         The info is None when the stream does not exist.
         """
+        return await self._read_batches(stream_id, after, stop_at_head=True)
+
+    async def _read_batches(
+        self, stream_id: str, after: int, *, stop_at_head: bool
+    ) -> tuple[list[StoredChunk], StreamInfo | None]:
+        """Read batches of 1 000 until one is empty (or, ``stop_at_head``, reaches its info's head)."""
         out: list[StoredChunk] = []
         while True:
             batch, info = await self.read_after(stream_id, after, limit=1000)
             out.extend(batch)
-            if not batch or info is None or batch[-1][0] >= info.head_sequence:
+            at_head = info is None or (bool(batch) and batch[-1][0] >= info.head_sequence)
+            if not batch or (stop_at_head and at_head):
                 return out, info
             after = batch[-1][0]
 
