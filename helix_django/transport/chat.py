@@ -92,9 +92,9 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     if handle.is_pending_batch:
         return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)
     run = handle.run or await Run.objects.aget(pk=handle.run_id)
-    # A session this request created has nothing before its run, but its stream may: a
-    # deleted session with the same id leaves its chunks (never reused), so start at the run.
-    from_sequence = handle.from_sequence if handle.is_duplicate else run.start_sequence if created else head
+    # This request's chunks come after the head it read and after its run's start (a new
+    # session reads no head; a stream its id had before holds nothing of this run).
+    from_sequence = handle.from_sequence if handle.is_duplicate else max(head, run.start_sequence)
     last = request.messages[-1]
     response_filter = ResponseFilter(
         run_id=run.id, owned_tool_call_ids=tool_call_ids(last) if last["role"] == "assistant" else ()
