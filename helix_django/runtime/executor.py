@@ -207,10 +207,11 @@ class LocalExecutor(RestartsMixin):
                 add_continue_instruction=launch.add_continue_instruction,
             )
             opening = {"type": "helix-run-start", "runId": run.id, "kind": request.kind, "attempt": run.attempt}
-            loop.emit({**opening, "messageId": run.response_message_id})
-            loop.emit({"type": "start", "messageId": run.response_message_id})
-            for chunk in launch.prelude(result) if launch.prelude else []:
-                loop.emit(chunk)
+            with writer.batched():  # the opening chunks are stored as one batch
+                loop.emit({**opening, "messageId": run.response_message_id})
+                loop.emit({"type": "start", "messageId": run.response_message_id})
+                for chunk in launch.prelude(result) if launch.prelude else []:
+                    loop.emit(chunk)
             await loop.flush()
         except BaseException as exc:
             self._entries.pop(run.id, None)

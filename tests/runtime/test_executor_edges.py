@@ -152,6 +152,25 @@ async def test_a_send_after_a_dead_run_retires_it_as_interrupted(executor, sessi
     assert (await rows(session.id))[1]["metadata"]["helix"]["partial"] is True
 
 
+async def test_a_new_run_stores_its_opening_chunks_in_one_append(executor, session, use_agents):
+    use_agents(default=agent({"PACE_TPS": 5, "TEXT": "slow reply"}))
+    manager = get_stream_manager()
+    batches = []
+    original = manager.append_soon
+
+    def counting(stream_id, run_id, chunks):
+        batches.append([chunk["type"] for chunk in chunks])
+        return original(stream_id, run_id, chunks)
+
+    manager.append_soon = counting
+    try:
+        handle = await executor.execute(session, [user_message("hi")])
+        assert batches == [["helix-run-start", "start"]]  # one write before the caller's first byte
+    finally:
+        del manager.append_soon
+    await executor.cancel(session=session, run_id=handle.run_id)
+
+
 async def test_a_send_while_another_process_runs_is_refused(executor, session, use_agents):
     from helix_django.errors import AlreadyRunningError
     from helix_django.runtime.executor import LocalExecutor

@@ -227,6 +227,26 @@ async def test_writer_chains_chunks_written_during_an_append_onto_it_without_a_t
     assert writer.last_sequence == 5
 
 
+async def test_writer_stores_the_chunks_of_a_batched_block_as_one_batch(manager):
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    calls = []
+    original = manager.append_soon
+
+    def counting(stream_id, run_id, chunks):
+        calls.append(len(chunks))
+        return original(stream_id, run_id, chunks)
+
+    manager.append_soon = counting
+    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=60_000, max_chunks=50)
+    with writer.batched():
+        for n in range(1, 4):
+            writer.write(chunk(n))  # without the block, the first would go out alone (leading edge)
+        assert calls == []  # nothing leaves before the block ends
+    assert await writer.flush() == 3
+    assert calls == [3]
+    assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
+
+
 async def test_a_caught_up_reader_reads_once_per_wake_up(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
     reads = []
