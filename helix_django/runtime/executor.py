@@ -138,21 +138,35 @@ class LocalExecutor(RestartsMixin):
             turn_message_id=message["id"],
             truncate_to=truncate_to,
         )
-        current = await acurrent_run(session.id)
-        if current is not None and current.is_live and not self.is_local(current.id):
-            if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-                # A new message while client tools wait abandons them (002, "a follow-up message
-                # sent while client-tool calls are pending consumes them"); compare-and-set.
-                request.supersede_live, request.expected_current_run_id = True, current.id
-            else:
-                await self._retire_if_dead(current)  # a crashed process's run is not "running"
         try:
-            return await self._launch(session, Launch(request), user=user)
+            return await self._start_send(session, request, user)
         except (AlreadyRunningError, RunStartConflictError, IntegrityError):
             duplicate = await self._keyed_duplicate(session, request_key, digest) if request_key else None
             if duplicate is not None:
                 return duplicate
             raise AlreadyRunningError() from None
+
+    async def _start_send(self, session: ChatSession, request: store.RunStartRequest, user: Any) -> RunHandle:
+        """Start a send optimistically; the session's current run is examined only if it is live.
+
+        Most sends find no live run, so they skip reading it (one query and one thread hop
+        less before the first byte). When the run-start commit finds one, a run waiting
+        for client tools is superseded (002, "a follow-up message sent while client-tool
+        calls are pending consumes them"; a compare-and-set on it) and a run nobody
+        executes any more is retired; then the start is tried once more. Raises
+        AlreadyRunningError while the live run still executes.
+        """
+        try:
+            return await self._launch(session, Launch(request), user=user)
+        except AlreadyRunningError:
+            current = await acurrent_run(session.id)
+            if current is None or not current.is_live or self.is_local(current.id):
+                raise
+            if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+                request.supersede_live, request.expected_current_run_id = True, current.id
+            elif not await self._retire_if_dead(current):  # a crashed process's run is not "running"
+                raise
+        return await self._launch(session, Launch(request), user=user)
 
     async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
         found = await rq.alookup_request_key(session.id, request_key, digest)
