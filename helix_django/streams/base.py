@@ -249,6 +249,11 @@ class ResumableReader:
     def __aiter__(self) -> ResumableReader:
         return self
 
+    @property
+    def ready(self) -> int:
+        """How many chunks the next ``__anext__`` calls return without waiting or reading."""
+        return len(self._buffer)
+
     def _is_live(self, info: StreamInfo | None) -> bool:
         if info is None:
             return False

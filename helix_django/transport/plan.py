@@ -100,43 +100,81 @@ def _final_error(run: Run | None) -> dict[str, Any]:
     return StreamDropError(cause="reader_ended").to_body()
 
 
-async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
-    """Yield the SSE frames of ``plan``: prefix, backlog, live tail, then the terminal.
+#: Frames ready at the same moment (a backlog, the chunks one read returned) leave in one
+#: body of up to this many bytes: a reader that fell behind catches up in a few sends,
+#: not one per chunk (daphne's cost is per send; docs/performance.md).
+BODY_BYTES = 64 * 1024
 
-    ``[DONE]`` only after a real terminal; a failed stream ends with its ``error`` chunk;
-    a read failure or a reader that ends without a terminal ends with one ``error``
-    chunk carrying a typed, retryable body (a drop, never a clean finish).
+
+async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
+    """Yield the SSE body of ``plan`` in parts: prefix, backlog, live tail, then the terminal.
+
+    Each part is one or more whole frames: every frame ready before the reader would
+    wait (up to :data:`BODY_BYTES`), so nothing ready is held back while the reader
+    waits for a write. ``[DONE]`` only after a real terminal; a failed stream ends with
+    its ``error`` chunk; a read failure or a reader that ends without a terminal ends
+    with one ``error`` chunk carrying a typed, retryable body (a drop, never a clean finish).
     """
     if plan.is_empty:
         return
     response_filter = plan.filter or ResponseFilter(run_id=None)
-    for chunk in plan.prefix:
-        yield frame(chunk)
+    body = _Body([frame(chunk) for chunk in plan.prefix])
     reader = plan.reader
     try:
         for sequence, chunk in plan.backlog:
-            for item in _chunk_frames(response_filter, sequence, chunk):
-                yield item
+            body.add(_chunk_frames(response_filter, sequence, chunk))
             if response_filter.terminal:
                 break
-        if reader is not None and not response_filter.terminal:
-            async for sequence, chunk in reader:
-                for item in _chunk_frames(response_filter, sequence, chunk):
-                    yield item
-                if response_filter.terminal:
-                    break
+            if body.is_full:
+                yield body.take()
+        while reader is not None and not response_filter.terminal:
+            if body and not reader.ready:
+                yield body.take()  # the reader may wait now: what is ready goes out first
+            try:
+                sequence, chunk = await anext(reader)
+            except StopAsyncIteration:
+                break
+            body.add(_chunk_frames(response_filter, sequence, chunk))
+            if body.is_full:
+                yield body.take()
     except HelixError as exc:
-        yield error_frame(exc.to_body())
+        body.add([error_frame(exc.to_body())])
+        yield body.take()
         return
     finally:
         if reader is not None:
             await reader.close()
     if response_filter.terminal == DONE:
-        yield DONE_FRAME
+        body.add([DONE_FRAME])
     elif response_filter.terminal != ERROR:
         info = reader.last_info if reader is not None else None
         finished_cleanly = plan.run is not None and plan.run.status == RunStatus.COMPLETED and reader is None
         if finished_cleanly or (info is not None and info.status in (ENDED, PAUSED)):
-            yield DONE_FRAME
+            body.add([DONE_FRAME])
         else:
-            yield error_frame(_final_error(plan.run))
+            body.add([error_frame(_final_error(plan.run))])
+    if body:
+        yield body.take()
+
+
+class _Body:
+    """SSE frames waiting to be sent as one part of the body."""
+
+    def __init__(self, frames: list[bytes]) -> None:
+        self._frames = frames
+        self._size = sum(len(item) for item in frames)
+
+    def __bool__(self) -> bool:
+        return bool(self._frames)
+
+    @property
+    def is_full(self) -> bool:
+        return self._size >= BODY_BYTES
+
+    def add(self, frames: list[bytes]) -> None:
+        self._frames.extend(frames)
+        self._size += sum(len(item) for item in frames)
+
+    def take(self) -> bytes:
+        part, self._frames, self._size = b"".join(self._frames), [], 0
+        return part
