@@ -107,8 +107,9 @@ class StreamWriter:
             yield
         finally:
             self._batching = False
-        if self._pending and self._inflight is None and self._error is None:
-            self._send()
+            # Also when the block raised: a written chunk is always stored, flush() or not.
+            if self._pending and self._inflight is None and self._error is None:
+                self._send()
 
     def _on_timer(self) -> None:
         self._timer = None
