@@ -1,0 +1,137 @@
+"""Adversarial races on the optimistic send start (LocalExecutor._start_send): dead, suspended and live runs.
+
+Two sends that both find the session's run dead (or waiting for client tools) both retry:
+exactly one run starts, the other gets ``state_already_running``, and nothing is stored twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+
+import pytest
+from django.utils import timezone
+
+from helix_django.errors import AlreadyRunningError
+from helix_django.models import Message, Run
+from helix_django.runtime.executor import LocalExecutor, RunHandle
+from tests.runtime import toolbox
+from tests.runtime.conftest import (  # noqa: F401 - fixtures
+    _close_worker_thread_connections,
+    agent,
+    executor,
+    rows,
+    session,
+    use_agents,
+    user_message,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
+
+
+async def dead_run(executor, session) -> str:  # noqa: F811
+    """Start a slow run, then let this "process" die under it; return the run id (still live in the store)."""
+    first = await executor.execute(session, [user_message("long")])
+    await asyncio.sleep(0.1)
+    assert executor.abandon(first.run_id)
+    await executor.wait(first.run_id, 10)
+    assert (await Run.objects.aget(pk=first.run_id)).is_live
+    return first.run_id
+
+
+def one_winner(results: list) -> RunHandle:
+    handles = [r for r in results if isinstance(r, RunHandle)]
+    refusals = [r for r in results if isinstance(r, AlreadyRunningError)]
+    assert len(handles) == 1 and len(refusals) == len(results) - 1, results
+    assert refusals == [] or refusals[0].to_body()["code"] == "state_already_running"
+    return handles[0]
+
+
+async def test_two_sends_after_a_dead_run_start_one_run(executor, session, use_agents):  # noqa: F811
+    use_agents(default=agent({"PACE_TPS": 100}))
+    dead = await dead_run(executor, session)
+    use_agents(default=agent({"TEXT": "fine"}))
+    results = await asyncio.gather(
+        executor.execute(session, [user_message("a")]),
+        executor.execute(session, [user_message("b")]),
+        return_exceptions=True,
+    )
+    won = one_winner(results)
+    assert await executor.wait(won.run_id, 10) == "completed"
+    assert (await Run.objects.aget(pk=dead)).status == "interrupted"
+    assert await Run.objects.filter(session_id=session.id).acount() == 2
+    history = await rows(session.id)
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_two_processes_racing_after_an_expired_lease_start_one_run(session, use_agents):  # noqa: F811
+    use_agents(default=agent({"PACE_TPS": 100}))
+    first, second, third = LocalExecutor(), LocalExecutor(), LocalExecutor()
+    try:
+        dead = await dead_run(first, session)
+        past = timezone.now() - datetime.timedelta(seconds=30)
+        await Run.objects.filter(pk=dead).aupdate(lease_expires_at=past)  # the dead process's lease ran out
+        use_agents(default=agent({"TEXT": "fine"}))
+        results = await asyncio.gather(
+            second.execute(session, [user_message("a")]),
+            third.execute(session, [user_message("b")]),
+            return_exceptions=True,
+        )
+        won = one_winner(results)
+        winner = second if results[0] is won else third
+        assert await winner.wait(won.run_id, 10) == "completed"
+        assert (await Run.objects.aget(pk=dead)).status == "interrupted"
+        assert await Run.objects.filter(session_id=session.id).acount() == 2
+        assert await Message.objects.filter(session_id=session.id, role="user").acount() == 2
+    finally:
+        for ex in (first, second, third):
+            ex.close()
+
+
+async def test_two_sends_while_client_tools_wait_supersede_it_once(executor, session, use_agents):  # noqa: F811
+    steps = [{"TOOL_CALLS": [{"id": "c-1", "name": "pick_color", "arguments": {"prompt": "x"}}]}, {"TEXT": "ok"}]
+    use_agents(default=agent({"STEPS": steps}, tools=[f"{toolbox.PATH}.pick_color"]))
+    first = await executor.execute(session, [user_message("pick")])
+    assert await executor.wait(first.run_id, 10) == "suspended_client_tool"
+    use_agents(default=agent({"TEXT": "Never mind."}, tools=[f"{toolbox.PATH}.pick_color"]))
+    results = await asyncio.gather(
+        executor.execute(session, [user_message("forget it")]),
+        executor.execute(session, [user_message("no, really")]),
+        return_exceptions=True,
+    )
+    won = one_winner(results)
+    assert await executor.wait(won.run_id, 10) == "completed"
+    assert (await Run.objects.aget(pk=first.run_id)).status == "superseded"
+    assert await Run.objects.filter(session_id=session.id).acount() == 2
+    history = await rows(session.id)
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant"]
+
+
+async def test_a_keyed_send_racing_its_duplicate_after_a_dead_run_gets_one_run(executor, session, use_agents):  # noqa: F811
+    use_agents(default=agent({"PACE_TPS": 100}))
+    dead = await dead_run(executor, session)
+    use_agents(default=agent({"TEXT": "fine", "PACE_TPS": 50}))
+    message = user_message("keyed")
+    results = await asyncio.gather(
+        executor.execute(session, [message], request_key="0f8e2b3c-4d5a-4b6c-8d7e-9f0a1b2c3d4e"),
+        executor.execute(session, [message], request_key="0f8e2b3c-4d5a-4b6c-8d7e-9f0a1b2c3d4e"),
+        return_exceptions=True,
+    )
+    assert all(isinstance(r, RunHandle) for r in results), results
+    assert results[0].run_id == results[1].run_id
+    assert sorted(r.is_duplicate for r in results) == [False, True]
+    assert await executor.wait(results[0].run_id, 10) == "completed"
+    assert (await Run.objects.aget(pk=dead)).status == "interrupted"
+    assert await Run.objects.filter(session_id=session.id).acount() == 2
+
+
+async def test_a_send_while_the_run_executes_here_is_refused_and_retires_nothing(executor, session, use_agents):  # noqa: F811
+    use_agents(default=agent({"PACE_TPS": 20}))
+    first = await executor.execute(session, [user_message("long")])
+    with pytest.raises(AlreadyRunningError) as caught:
+        await executor.execute(session, [user_message("again")])
+    assert caught.value.to_body()["code"] == "state_already_running"
+    run = await Run.objects.aget(pk=first.run_id)
+    assert run.is_live and executor.is_local(first.run_id)
+    await executor.cancel(session=session, run_id=first.run_id)
+    assert await executor.wait(first.run_id, 10) == "cancelled"
