@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 
@@ -15,8 +17,10 @@ LONG = " ".join(f"w{n}" for n in range(400))
 
 @pytest.fixture
 def bursty_server(daphne_server_factory):
-    """A fast reply stored in batches of many chunks (50 ms flush interval): reads return bursts."""
-    return daphne_server_factory(helix={**agent_settings(TEXT=LONG, PACE_TPS=2000), "FLUSH_INTERVAL_MS": 50})
+    """A fast reply stored in batches of many chunks (50 ms flush interval, one chunk per word): reads return bursts."""
+    return daphne_server_factory(
+        helix={**agent_settings(TEXT=LONG, PACE_TPS=2000), "FLUSH_INTERVAL_MS": 50, "COALESCE_DELTAS": False}
+    )
 
 
 def test_drops_inside_multi_frame_parts_resume_after_the_last_frame_seen(bursty_server, users):
@@ -45,3 +49,23 @@ def test_drops_inside_multi_frame_parts_resume_after_the_last_frame_seen(bursty_
             # The ended run's replay from the first cursor: the same frames both responses showed, once.
             assert [int(e.id) for e in whole.events if e.id] == ids[1:] + rest_ids
             assert whole.text == LONG[len(dropped.events[0].chunk.get("delta", "")) :]
+
+
+def test_heartbeats_only_ever_land_between_whole_frames(daphne_server_factory, users):
+    settings = {**agent_settings(TEXT=LONG, PACE_TPS=800), "FLUSH_INTERVAL_MS": 120, "HEARTBEAT_SECONDS": 0.01}
+    server = daphne_server_factory(helix=settings)
+    sid = new_session_id()
+    with httpx.Client(headers=users["a"][1], timeout=20) as client:
+        with client.stream("POST", chat_url(server, sid), json=send_body(sid, [user_message("hi")])) as response:
+            raw = b"".join(response.iter_raw())
+    assert raw.endswith(b"\n\n")
+    blocks = raw[:-2].split(b"\n\n")
+    comments = [b for b in blocks if b.startswith(b":")]
+    frames = [b for b in blocks if not b.startswith(b":")]
+    assert set(comments) <= {b": stream-open", b": keep-alive"} and b": keep-alive" in comments
+    for block in frames:  # a heartbeat inside a frame would leave a comment line in it, or split it
+        lines = block.split(b"\n")
+        assert all(line.startswith((b"id: ", b"event: ", b"data: ")) for line in lines), block[:200]
+    datas = [json.loads(b.split(b"data: ", 1)[1]) for b in frames if not b.endswith(b"data: [DONE]")]
+    assert "".join(c.get("delta", "") for c in datas if c["type"] == "text-delta") == LONG
+    assert frames[-1].endswith(b"data: [DONE]")
