@@ -135,3 +135,16 @@ async def test_a_send_while_the_run_executes_here_is_refused_and_retires_nothing
     assert run.is_live and executor.is_local(first.run_id)
     await executor.cancel(session=session, run_id=first.run_id)
     assert await executor.wait(first.run_id, 10) == "cancelled"
+
+
+async def test_three_keyed_duplicates_on_an_idle_session_share_one_run(executor, session, use_agents):  # noqa: F811
+    use_agents(default=agent({"TEXT": "fine", "PACE_TPS": 50}))
+    message = user_message("keyed")
+    key = "7c1d2e3f-4a5b-4c6d-8e7f-0a1b2c3d4e5f"
+    results = await asyncio.gather(
+        *(executor.execute(session, [message], request_key=key) for _ in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(r, RunHandle) for r in results), results
+    assert len({r.run_id for r in results}) == 1 and [r.is_duplicate for r in results].count(False) == 1
+    assert await executor.wait(results[0].run_id, 10) == "completed"
+    assert await Message.objects.filter(session_id=session.id, role="user").acount() == 1
