@@ -115,7 +115,10 @@ class EntriesMixin:
     async def _retire_if_dead(self, run: Run) -> bool:
         """End a live run nobody executes any more as ``interrupted``; False if it is still executing.
 
-        Dead: its lease expired, or this process owns it but has no task for it.
+        Dead: its lease expired, or this process owns it but has no task for it. True also
+        when a concurrent request retired or replaced it first (the fenced ending raises
+        RunSupersededError): it no longer holds the session, and the caller's compare-and-set
+        start decides who wins.
         """
         if self.is_local(run.id) or run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
             return False
@@ -127,7 +130,10 @@ class EntriesMixin:
         from helix_django.recovery.outcomes import ainterrupt
         from helix_django.recovery.partial import arebuild_partial
 
-        await ainterrupt(run, await arebuild_partial(run), stage=run.status, cause="process_lost")
+        try:
+            await ainterrupt(run, await arebuild_partial(run), stage=run.status, cause="process_lost")
+        except RunSupersededError:
+            logger.info("run %s was retired by a concurrent request", run.id)
         return True
 
     # --- cancel ----------------------------------------------------------------------------

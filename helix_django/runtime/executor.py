@@ -164,20 +164,9 @@ class LocalExecutor(RestartsMixin):
                 raise
             if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
                 request.supersede_live, request.expected_current_run_id = True, current.id
-            elif not await self._retired(current):  # a crashed process's run is not "running"
+            elif not await self._retire_if_dead(current):  # a crashed process's run is not "running"
                 raise
         return await self._launch(session, Launch(request), user=user)
-
-    async def _retired(self, run: Run) -> bool:
-        """Retire ``run`` if it is dead; True once it no longer holds the session.
-
-        A concurrent send may retire it first (our terminal commit then raises
-        RunSupersededError): it is no longer live, and the retried start decides who wins.
-        """
-        try:
-            return await self._retire_if_dead(run)
-        except RunSupersededError:
-            return True
 
     async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
         found = await rq.alookup_request_key(session.id, request_key, digest)

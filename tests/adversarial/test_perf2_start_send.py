@@ -148,3 +148,27 @@ async def test_three_keyed_duplicates_on_an_idle_session_share_one_run(executor,
     assert len({r.run_id for r in results}) == 1 and [r.is_duplicate for r in results].count(False) == 1
     assert await executor.wait(results[0].run_id, 10) == "completed"
     assert await Message.objects.filter(session_id=session.id, role="user").acount() == 1
+
+
+async def test_two_regenerates_after_a_dead_run_start_one_run_and_the_other_gets_a_typed_conflict(
+    executor,  # noqa: F811
+    session,  # noqa: F811
+    use_agents,  # noqa: F811
+):
+    from helix_django.errors import HelixError
+
+    use_agents(default=agent({"PACE_TPS": 100}))
+    dead = await dead_run(executor, session)
+    use_agents(default=agent({"TEXT": "again"}))
+    results = await asyncio.gather(
+        executor.regenerate(session=session),
+        executor.regenerate(session=session),
+        return_exceptions=True,
+    )
+    handles = [r for r in results if isinstance(r, RunHandle)]
+    refusals = [r for r in results if isinstance(r, HelixError)]
+    assert len(handles) == 1 and len(refusals) == 1, results
+    # The loser's retire found the run already retired: a 409 about the run start, never "superseded".
+    assert refusals[0].to_body()["code"] in ("state_already_running", "state_run_start_conflict"), results
+    assert await executor.wait(handles[0].run_id, 10) == "completed"
+    assert (await Run.objects.aget(pk=dead)).status == "interrupted"
