@@ -7,10 +7,12 @@ stream ``s``, ``<KEY_PREFIX>:{s}:meta`` (hash) and ``<KEY_PREFIX>:{s}:chunks`` (
 entry ID ``<sequence>-0``) share the hash tag ``{s}``. Every write is one Lua script that
 checks the run-id fence, allocates sequences, adds the chunks, refreshes the TTL
 (``OPTIONS["stream_ttl"]`` seconds, default ``HELIX["STREAM_TTL_SECONDS"]``) and publishes
-the stream id on ``<KEY_PREFIX>:notify``. A read is one MULTI of the hash and an XRANGE,
-so chunks and info agree. Live readers wake through one pub/sub subscription per process
-(no polling); after a lost subscription every local reader is woken to re-read from its
-cursor. Any failed Redis call raises StreamConnectionError (retryable), never "absent".
+a notice (the writing manager's origin token + the stream id) on ``<KEY_PREFIX>:notify``.
+A read is one MULTI of the hash and an XRANGE, so chunks and info agree. Live readers wake
+through one pub/sub subscription per process (no polling), for other processes' writes (a
+write wakes its own process's readers directly); after a lost subscription every local
+reader is woken to re-read from its cursor. Any failed Redis call raises
+StreamConnectionError (retryable), never "absent".
 
 Durability: with AOF on, a graceful Redis restart loses nothing; to keep sequences unique
 after a crash of Redis itself, run it with ``appendfsync always``.
@@ -85,7 +87,11 @@ class RedisStreamManager(BaseStreamManager):
         self.connection_alias = self.options.get("CONNECTION_ALIAS", "default")
         self.key_prefix = self.options.get("KEY_PREFIX", "helix:stream")
         self.channel = f"{self.key_prefix}:notify"
-        self.connections = RedisConnections(self.connection_alias, self.options, self.channel, self.notifier)
+        self.origin = uuid.uuid4().hex
+        """Token of this manager instance on its published notices (``origin + stream_id``)."""
+        self.connections = RedisConnections(
+            self.connection_alias, self.options, self.channel, self.notifier, self.origin
+        )
         """Clients and notify listener per event loop (:mod:`.redis_connections`)."""
 
     @property
@@ -171,7 +177,7 @@ class RedisStreamManager(BaseStreamManager):
     # --- writes --------------------------------------------------------------------------
 
     async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
-        args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, stream_id]
+        args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, self.origin + stream_id]
         values = await self._write("claim", lambda s: s.scripts["claim"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]
@@ -179,7 +185,8 @@ class RedisStreamManager(BaseStreamManager):
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         if not chunks:
             return []
-        args = [run_id, self.ttl_seconds, self.channel, stream_id, uuid.uuid4().hex, *(_dumps(c) for c in chunks)]
+        notice = self.origin + stream_id
+        args = [run_id, self.ttl_seconds, self.channel, notice, uuid.uuid4().hex, *(_dumps(c) for c in chunks)]
         head = int(await self._write("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args)))
         self.notifier.notify(stream_id, local_only=True)
         return list(range(head - len(chunks) + 1, head + 1))
@@ -190,7 +197,7 @@ class RedisStreamManager(BaseStreamManager):
         error_chunk = ""
         if error is not None:
             error_chunk = _dumps({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
-        args = [run_id, self.ttl_seconds, self.channel, stream_id, status, end_status]
+        args = [run_id, self.ttl_seconds, self.channel, self.origin + stream_id, status, end_status]
         args += [_dumps(error) if error is not None else "", error_chunk, uuid.uuid4().hex]
         values = await self._write(status, lambda s: s.scripts["status"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)

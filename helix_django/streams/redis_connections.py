@@ -4,8 +4,10 @@ Clients are ``redis.asyncio`` clients built from the parameters of
 ``django_redis.get_redis_connection(alias)``; a client is bound to the loop that made it,
 so each loop (daphne's, the executor's runner loop, an ``async_to_sync`` call) gets its own,
 and those of closed loops are dropped. The listener subscribes to the manager's notify
-channel and wakes local waiters; once (re-)subscribed it wakes every local waiter, so a
-write published while it was not subscribed is re-read rather than missed.
+channel and wakes local waiters for writes of other processes (a notice is the writer's
+origin token + the stream id; this process's own writes wake its waiters directly); once
+(re-)subscribed it wakes every local waiter, so a write published while it was not
+subscribed is re-read rather than missed.
 """
 
 from __future__ import annotations
@@ -60,11 +62,15 @@ class LoopState:
 class RedisConnections:
     """Per-loop clients and notify listener of one manager (module docstring)."""
 
-    def __init__(self, connection_alias: str, options: dict[str, Any], channel: str, notifier: StreamNotifier) -> None:
+    def __init__(
+        self, connection_alias: str, options: dict[str, Any], channel: str, notifier: StreamNotifier, origin: str
+    ) -> None:
         self.connection_alias = connection_alias
         self.options = options
         self.channel = channel
         self.notifier = notifier
+        self.origin = origin
+        """This manager's prefix on the notices it publishes (``origin + stream_id``): its own are skipped."""
         self.states: dict[asyncio.AbstractEventLoop, LoopState] = {}
 
     @property
@@ -139,8 +145,10 @@ class RedisConnections:
                         state.ready.set()
                         # Writes published while we were not subscribed are re-read by everyone.
                         self.wake_all()
-                    elif message["type"] == "message":
-                        self.notifier.notify(message["data"], local_only=True)
+                    elif message["type"] == "message" and not message["data"].startswith(self.origin):
+                        # Another process wrote; this process's own writes woke every loop's
+                        # waiters already (the notifier is thread-safe), so echoes are skipped.
+                        self.notifier.notify(message["data"][len(self.origin) :], local_only=True)
             except (RedisError, OSError) as exc:
                 logger.warning("redis stream notify subscription lost: %s", type(exc).__name__)
                 state.ready.clear()

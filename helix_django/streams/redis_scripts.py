@@ -48,7 +48,7 @@ local function add(head, payload)
 end
 """
 
-# ARGV: run_id, ttl, channel, stream_id, batch_id, payload...  -> the batch's last sequence.
+# ARGV: run_id, ttl, channel, notice (origin + stream_id), batch_id, payload...  -> the batch's last sequence.
 APPEND = (
     _COMMON
     + """
@@ -68,7 +68,7 @@ return head
 """
 )
 
-# ARGV: run_id, epoch, ttl, channel, stream_id  -> info.
+# ARGV: run_id, epoch, ttl, channel, notice (origin + stream_id)  -> info.
 CLAIM = (
     _COMMON
     + """
@@ -88,7 +88,8 @@ return info()
 """
 )
 
-# ARGV: run_id, ttl, channel, stream_id, status, end_status, error_json, error_chunk_json|'', batch_id  -> info.
+# ARGV: run_id, ttl, channel, notice (origin + stream_id), status, end_status, error_json,
+#       error_chunk_json|'', batch_id  -> info.
 SET_STATUS = (
     _COMMON
     + """

@@ -136,6 +136,45 @@ async def test_reader_of_another_manager_instance_wakes_through_pubsub_not_polli
         await other.aclose()
 
 
+async def test_a_write_wakes_its_own_process_readers_once_not_again_by_its_pubsub_echo():
+    manager = make()
+    try:
+        await manager.claim_stream("s1", "run_a", epoch=1)
+        reads = []
+        original = manager.read_after
+
+        async def counting(stream_id, after, **kwargs):
+            reads.append(after)
+            return await original(stream_id, after, **kwargs)
+
+        manager.read_after = counting
+        reader = await manager.create_resumable_reader("s1")
+        reader.fail_safe_seconds = 3600
+        got = []
+
+        async def follow():
+            async for sequence, _chunk in reader:
+                got.append(sequence)
+
+        task = asyncio.ensure_future(follow())
+        await asyncio.wait_for(reader.caught_up.wait(), TIMEOUT)  # the opening read is done
+        await parked(manager, "s1")
+        for n in range(1, 6):
+            await manager.append("s1", "run_a", [chunk(n)])
+            for _ in range(10_000):
+                if len(got) == n:
+                    break
+                await asyncio.sleep(0)
+            await parked(manager, "s1")
+            await asyncio.sleep(0.05)  # long enough for this write's pub/sub notice to come back
+        assert got == [1, 2, 3, 4, 5]
+        assert reads == [0, 0, 1, 2, 3, 4], reads  # the opening read, then one per write (from the cursor): no echoes
+        await manager.end_stream("s1", "run_a")
+        await asyncio.wait_for(task, TIMEOUT)
+    finally:
+        await manager.aclose()
+
+
 @pytest.mark.django_db
 async def test_redis_restart_with_aof_keeps_acknowledged_chunks_and_never_reuses_a_sequence(private_redis):
     manager = make("helix_private", WRITE_RETRY_SECONDS=0)
