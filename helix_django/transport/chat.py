@@ -3,7 +3,7 @@
 Mounted at ``<prefix>sessions/<session_id>/chat`` by :mod:`helix_django.transport.routing`.
 A request whose trailing message is a new user message (or a tool-result continuation,
 a regenerate, an edit, or any keyed send) calls ``executor.execute()`` and streams only
-the new run's chunks, read from the stream head captured before ``execute()``; anything
+the new run's chunks, read after the handle's ``from_sequence`` (the run's start); anything
 else is a resume (:mod:`helix_django.transport.resume`). Refusals are typed JSON
 (``HelixError.to_body()``) with their status; once streaming, a failure is one ``error``
 chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
@@ -66,15 +66,14 @@ async def _is_send(request: ChatRequest, session: ChatSession, created: bool) ->
 
 
 async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession, created: bool) -> ResponsePlan:
-    """Execute the send and plan its stream from the head read before ``execute()``.
+    """Execute the send and plan its stream after the handle's ``from_sequence``.
 
-    A keyed duplicate streams the original run from its start. Raises the executor's
-    typed errors (409 ``state_already_running``, ``state_request_key_conflict``, ...);
-    a session this request created is removed again when nothing was written to it.
+    A new run's chunks follow its start (the head when its run-start commit read it); a
+    keyed duplicate streams the original run from its start. Raises the executor's typed
+    errors (409 ``state_already_running``, ``state_request_key_conflict``, ...); a
+    session this request created is removed again when nothing was written to it.
     """
     manager = get_stream_manager()
-    info = None if created else await manager.get_info(session.stream_id)
-    head = info.head_sequence if info else 0
     execute = get_executor().execute(
         session=session,
         messages=request.messages,
@@ -92,9 +91,6 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     if handle.is_pending_batch:
         return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)
     run = handle.run or await Run.objects.aget(pk=handle.run_id)
-    # This request's chunks come after the head it read and after its run's start (a new
-    # session reads no head; a stream its id had before holds nothing of this run).
-    from_sequence = handle.from_sequence if handle.is_duplicate else max(head, run.start_sequence)
     last = request.messages[-1]
     response_filter = ResponseFilter(
         run_id=run.id, owned_tool_call_ids=tool_call_ids(last) if last["role"] == "assistant" else ()
@@ -102,7 +98,12 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     # The stream was claimed before execute() returned; the reader ends at the stream's
     # terminal, the filter at the run's own end (or follows a run that superseded it).
     return await read_plan(
-        manager, session.stream_id, run=run, from_sequence=from_sequence, response_filter=response_filter, follow=True
+        manager,
+        session.stream_id,
+        run=run,
+        from_sequence=handle.from_sequence,
+        response_filter=response_filter,
+        follow=True,
     )
 
 
