@@ -9,24 +9,12 @@ import pytest
 
 from helix_django.errors import StreamConnectionError
 from helix_django.models import Run, RunStatus
-from helix_django.streams import load_stream_manager
 from helix_django.streams.base import ResumableReader
 from helix_django.transport.plan import BODY_BYTES, ResponsePlan, plan_frames
 from helix_django.transport.replay import ResponseFilter
-from tests.streams.conftest import BACKENDS, redis_options
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 RUN = "run_1"
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-async def manager(request):
-    config = dict(BACKENDS)
-    if request.param == "redis":
-        config["redis"] = {**BACKENDS["redis"], "OPTIONS": redis_options()}
-    manager = load_stream_manager(request.param, config)
-    yield manager
-    await manager.aclose()
 
 
 def chunk(kind, **fields):

@@ -6,22 +6,10 @@ import asyncio
 
 import pytest
 
-from helix_django.streams import load_stream_manager
 from helix_django.streams.writer import StreamWriter
-from tests.streams.conftest import BACKENDS, redis_options
 from tests.streams.helpers import chunk
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-async def manager(request):
-    config = dict(BACKENDS)
-    if request.param == "redis":
-        config["redis"] = {**BACKENDS["redis"], "OPTIONS": redis_options()}
-    manager = load_stream_manager(request.param, config)
-    yield manager
-    await manager.aclose()
 
 
 async def stored(manager, stream_id: str, count: int, seconds: float = 2.0) -> list:

@@ -9,22 +9,10 @@ import gc
 import pytest
 
 from helix_django.errors import StreamFenceError
-from helix_django.streams import load_stream_manager
 from helix_django.streams.writer import StreamWriter
-from tests.streams.conftest import BACKENDS, redis_options
 from tests.streams.helpers import chunk, parked
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-async def manager(request):
-    config = dict(BACKENDS)
-    if request.param == "redis":
-        config["redis"] = {**BACKENDS["redis"], "OPTIONS": redis_options()}
-    manager = load_stream_manager(request.param, config)
-    yield manager
-    await manager.aclose()
 
 
 async def stored(manager, stream_id: str, count: int, seconds: float = 2.0) -> list:

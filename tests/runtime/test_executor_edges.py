@@ -15,6 +15,7 @@ from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
 from tests.runtime import toolbox
 from tests.runtime.conftest import agent, rows, text, user_message
+from tests.streams.helpers import record_batches
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -155,17 +156,11 @@ async def test_a_send_after_a_dead_run_retires_it_as_interrupted(executor, sessi
 async def test_a_new_run_stores_its_opening_chunks_in_one_append(executor, session, use_agents):
     use_agents(default=agent({"PACE_TPS": 5, "TEXT": "slow reply"}))
     manager = get_stream_manager()
-    batches = []
-    original = manager.append_soon
-
-    def counting(stream_id, run_id, chunks):
-        batches.append([chunk["type"] for chunk in chunks])
-        return original(stream_id, run_id, chunks)
-
-    manager.append_soon = counting
+    batches = record_batches(manager)
     try:
         handle = await executor.execute(session, [user_message("hi")])
-        assert batches == [["helix-run-start", "start"]]  # one write before the caller's first byte
+        # One write before the caller's first byte.
+        assert [[chunk["type"] for chunk in batch] for batch in batches] == [["helix-run-start", "start"]]
     finally:
         del manager.append_soon
     await executor.cancel(session=session, run_id=handle.run_id)

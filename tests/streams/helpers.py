@@ -10,6 +10,22 @@ def chunk(n: int, run: str = "run_a") -> dict:
     return {"type": "text-delta", "id": "t", "delta": f"c{n} ", "_run": run}
 
 
+def record_batches(manager) -> list[list[dict]]:
+    """Record every batch ``manager`` is asked to store through ``append_soon`` (the writer's way in).
+
+    Returns the live list of batches (each a list of chunks); ``del manager.append_soon`` stops recording.
+    """
+    batches: list[list[dict]] = []
+    original = manager.append_soon
+
+    def recording(stream_id, run_id, chunks):
+        batches.append(list(chunks))
+        return original(stream_id, run_id, chunks)
+
+    manager.append_soon = recording
+    return batches
+
+
 async def collect(reader, limit: int | None = None) -> list[tuple[int, dict]]:
     """Drain ``reader`` to its end (or to ``limit`` items): ``[(sequence, chunk), ...]``."""
     out = []

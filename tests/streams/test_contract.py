@@ -8,7 +8,7 @@ import pytest
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.writer import StreamWriter
-from tests.streams.helpers import chunk, collect, parked
+from tests.streams.helpers import chunk, collect, parked, record_batches
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -189,33 +189,19 @@ async def test_purge_drops_every_chunk_keeps_the_head_and_a_new_claim_goes_on_af
 
 async def test_writer_coalesces_chunks_into_batches(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
-    calls = []
-    original = manager.append_soon  # the writer's way in: one call per stored batch
-
-    def counting(stream_id, run_id, chunks):
-        calls.append(len(chunks))
-        return original(stream_id, run_id, chunks)
-
-    manager.append_soon = counting
+    batches = record_batches(manager)
     writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=1000, max_chunks=50)
     for i in range(120):
         writer.write(chunk(i))
     last = await writer.flush()
     assert last == 120
-    assert sum(calls) == 120
-    assert len(calls) <= 3
+    assert sum(map(len, batches)) == 120
+    assert len(batches) <= 3
 
 
 async def test_writer_chains_chunks_written_during_an_append_onto_it_without_a_timer(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
-    calls = []
-    original = manager.append_soon
-
-    def counting(stream_id, run_id, chunks):
-        calls.append(len(chunks))
-        return original(stream_id, run_id, chunks)
-
-    manager.append_soon = counting
+    batches = record_batches(manager)
     writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=60_000, max_chunks=50)
     writer.write(chunk(1))  # leading edge: appended at once
     for n in range(2, 6):
@@ -223,27 +209,20 @@ async def test_writer_chains_chunks_written_during_an_append_onto_it_without_a_t
     reader = await manager.create_resumable_reader("s1")
     got = await asyncio.wait_for(collect(reader, limit=5), TIMEOUT)  # long before the 60 s window
     assert [s for s, _ in got] == [1, 2, 3, 4, 5]
-    assert calls == [1, 4]
+    assert [len(batch) for batch in batches] == [1, 4]
     assert writer.last_sequence == 5
 
 
 async def test_writer_stores_the_chunks_of_a_batched_block_as_one_batch(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
-    calls = []
-    original = manager.append_soon
-
-    def counting(stream_id, run_id, chunks):
-        calls.append(len(chunks))
-        return original(stream_id, run_id, chunks)
-
-    manager.append_soon = counting
+    batches = record_batches(manager)
     writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=60_000, max_chunks=50)
     with writer.batched():
         for n in range(1, 4):
             writer.write(chunk(n))  # without the block, the first would go out alone (leading edge)
-        assert calls == []  # nothing leaves before the block ends
+        assert batches == []  # nothing leaves before the block ends
     assert await writer.flush() == 3
-    assert calls == [3]
+    assert [len(batch) for batch in batches] == [3]
     assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
 
 
