@@ -2,25 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from helix_django.streams.writer import StreamWriter
-from tests.streams.helpers import chunk
+from tests.streams.helpers import chunk, stored
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(30)]
-
-
-async def stored(manager, stream_id: str, count: int, seconds: float = 2.0) -> list:
-    """Return the stored chunks once ``count`` are there; AssertionError after ``seconds``."""
-    chunks: list = []
-    for _ in range(int(seconds / 0.01)):
-        chunks = await manager.read_all(stream_id)
-        if len(chunks) >= count:
-            return chunks
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{len(chunks)} of {count} chunks stored")
 
 
 async def test_chunks_written_in_a_block_that_raises_are_still_stored_without_a_flush(manager):

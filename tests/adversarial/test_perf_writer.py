@@ -10,19 +10,9 @@ import pytest
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.writer import StreamWriter
-from tests.streams.helpers import chunk, parked
+from tests.streams.helpers import chunk, parked, stored
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-async def stored(manager, stream_id: str, count: int, seconds: float = 2.0) -> list:
-    """Return the stored chunks once ``count`` are there; AssertionError after ``seconds``."""
-    for _ in range(int(seconds / 0.01)):
-        chunks = await manager.read_all(stream_id)
-        if len(chunks) >= count:
-            return chunks
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{len(chunks)} of {count} chunks stored")
 
 
 async def test_max_chunks_flushes_even_while_the_interval_timer_is_armed(manager):

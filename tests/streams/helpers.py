@@ -46,3 +46,27 @@ async def parked(manager, stream_id: str) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("reader never parked")
+
+
+async def stored(manager, stream_id: str, count: int, seconds: float = 2.0) -> list:
+    """Return the stored chunks once ``count`` are there (polled every 10 ms); AssertionError after ``seconds``."""
+    chunks: list = []
+    for _ in range(int(seconds / 0.01)):
+        chunks = await manager.read_all(stream_id)
+        if len(chunks) >= count:
+            return chunks
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{len(chunks)} of {count} chunks stored")
+
+
+def record_reads(manager) -> list[int]:
+    """Record the cursor (``after``) of every ``read_after`` call of ``manager``; returns the live list."""
+    reads: list[int] = []
+    original = manager.read_after
+
+    async def recording(stream_id, after, **kwargs):
+        reads.append(after)
+        return await original(stream_id, after, **kwargs)
+
+    manager.read_after = recording
+    return reads

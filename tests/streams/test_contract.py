@@ -8,7 +8,7 @@ import pytest
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.writer import StreamWriter
-from tests.streams.helpers import chunk, collect, parked, record_batches
+from tests.streams.helpers import chunk, collect, parked, record_batches, record_reads
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -228,14 +228,7 @@ async def test_writer_stores_the_chunks_of_a_batched_block_as_one_batch(manager)
 
 async def test_a_caught_up_reader_reads_once_per_wake_up(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
-    reads = []
-    original = manager.read_after
-
-    async def counting(stream_id, after, **kwargs):
-        reads.append(after)
-        return await original(stream_id, after, **kwargs)
-
-    manager.read_after = counting
+    reads = record_reads(manager)
     reader = await manager.create_resumable_reader("s1")
     got = []
 

@@ -12,7 +12,7 @@ from helix_django.errors import StreamConnectionError, StreamFenceError
 from helix_django.streams import load_stream_manager
 from tests.scale.services import free_port
 from tests.streams.conftest import redis_options
-from tests.streams.helpers import chunk, collect, parked
+from tests.streams.helpers import chunk, collect, parked, record_reads
 
 pytestmark = [pytest.mark.redis]
 
@@ -140,14 +140,7 @@ async def test_a_write_wakes_its_own_process_readers_once_not_again_by_its_pubsu
     manager = make()
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
-        reads = []
-        original = manager.read_after
-
-        async def counting(stream_id, after, **kwargs):
-            reads.append(after)
-            return await original(stream_id, after, **kwargs)
-
-        manager.read_after = counting
+        reads = record_reads(manager)
         reader = await manager.create_resumable_reader("s1")
         reader.fail_safe_seconds = 3600
         got = []
