@@ -176,8 +176,12 @@ class RedisStreamManager(BaseStreamManager):
 
     # --- writes --------------------------------------------------------------------------
 
+    def _notice(self, stream_id: str) -> str:
+        """The message a write publishes: this manager's origin token, then the stream id."""
+        return self.origin + stream_id
+
     async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
-        args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, self.origin + stream_id]
+        args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, self._notice(stream_id)]
         values = await self._write("claim", lambda s: s.scripts["claim"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]
@@ -185,7 +189,7 @@ class RedisStreamManager(BaseStreamManager):
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         if not chunks:
             return []
-        notice = self.origin + stream_id
+        notice = self._notice(stream_id)
         args = [run_id, self.ttl_seconds, self.channel, notice, uuid.uuid4().hex, *(_dumps(c) for c in chunks)]
         head = int(await self._write("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args)))
         self.notifier.notify(stream_id, local_only=True)
@@ -197,7 +201,7 @@ class RedisStreamManager(BaseStreamManager):
         error_chunk = ""
         if error is not None:
             error_chunk = _dumps({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
-        args = [run_id, self.ttl_seconds, self.channel, self.origin + stream_id, status, end_status]
+        args = [run_id, self.ttl_seconds, self.channel, self._notice(stream_id), status, end_status]
         args += [_dumps(error) if error is not None else "", error_chunk, uuid.uuid4().hex]
         values = await self._write(status, lambda s: s.scripts["status"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)

@@ -74,15 +74,13 @@ async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run) 
 
     Event-driven: parks on the manager's wake-ups; the only timer is ``LIVE_WAIT_TIMEOUT_MS``,
     after which StreamDropError (``cause: run_not_live``, 503, ``Retry-After: 1``) is raised.
-    Each waiter is released exactly once (a wait releases its own, also when the client's
-    disconnect cancels it): a second release would also drop the count of another reader
-    parked on the stream in this process, which then stops being woken from other processes.
+    Releasing a waiter twice (the wait's own release, then the ``finally``) is harmless:
+    ``Waiter.cancel()`` drops the process's cross-process listen count once per waiter.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + helix_settings.LIVE_WAIT_TIMEOUT_MS / 1000
     while True:
         waiter = manager.subscribe(stream_id)
-        waiting = False
         try:
             info = await manager.get_info(stream_id)
             if info is not None and info.run_id == run.id:
@@ -93,11 +91,9 @@ async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run) 
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise StreamDropError("The run did not go live in time", cause="run_not_live")
-            waiting = True
-            await waiter.wait(remaining)  # unsubscribes the waiter however it ends
+            await waiter.wait(remaining)
         finally:
-            if not waiting:
-                waiter.cancel()
+            waiter.cancel()
 
 
 async def _committed_message(session_id: str, message_id: str) -> dict[str, Any] | None:
