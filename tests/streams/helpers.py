@@ -70,3 +70,13 @@ def record_reads(manager) -> list[int]:
 
     manager.read_after = recording
     return reads
+
+
+async def append_and_follow(manager, got: list[int], n: int, *, run: str = "run_a", stream_id: str = "s1") -> None:
+    """Append ``chunk(n)`` and wait (yielding to the loop) until a follower put ``n`` in ``got`` and parked again."""
+    await manager.append(stream_id, run, [chunk(n, run=run)])
+    for _ in range(10_000):
+        if len(got) == n:
+            break
+        await asyncio.sleep(0)
+    await parked(manager, stream_id)

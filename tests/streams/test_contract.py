@@ -8,7 +8,7 @@ import pytest
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.writer import StreamWriter
-from tests.streams.helpers import chunk, collect, parked, record_batches, record_reads
+from tests.streams.helpers import append_and_follow, chunk, collect, parked, record_batches, record_reads
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
 
@@ -239,12 +239,7 @@ async def test_a_caught_up_reader_reads_once_per_wake_up(manager):
     task = asyncio.ensure_future(follow())
     await parked(manager, "s1")
     for n in range(1, 11):
-        await manager.append("s1", "run_a", [chunk(n)])
-        for _ in range(10_000):
-            if len(got) == n:
-                break
-            await asyncio.sleep(0)
-        await parked(manager, "s1")
+        await append_and_follow(manager, got, n)
     assert got == list(range(1, 11))
     # One read per wake-up (plus the opening read): a reader that read up to the head keeps
     # its subscription and parks without reading again when nothing was written since.

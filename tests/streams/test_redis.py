@@ -12,7 +12,7 @@ from helix_django.errors import StreamConnectionError, StreamFenceError
 from helix_django.streams import load_stream_manager
 from tests.scale.services import free_port
 from tests.streams.conftest import redis_options
-from tests.streams.helpers import chunk, collect, parked, record_reads
+from tests.streams.helpers import append_and_follow, chunk, collect, parked, record_reads
 
 pytestmark = [pytest.mark.redis]
 
@@ -153,12 +153,7 @@ async def test_a_write_wakes_its_own_process_readers_once_not_again_by_its_pubsu
         await asyncio.wait_for(reader.caught_up.wait(), TIMEOUT)  # the opening read is done
         await parked(manager, "s1")
         for n in range(1, 6):
-            await manager.append("s1", "run_a", [chunk(n)])
-            for _ in range(10_000):
-                if len(got) == n:
-                    break
-                await asyncio.sleep(0)
-            await parked(manager, "s1")
+            await append_and_follow(manager, got, n)
             await asyncio.sleep(0.05)  # long enough for this write's pub/sub notice to come back
         assert got == [1, 2, 3, 4, 5]
         assert reads == [0, 0, 1, 2, 3, 4], reads  # the opening read, then one per write (from the cursor): no echoes

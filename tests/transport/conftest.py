@@ -185,6 +185,29 @@ def layer_server(start_server: Any) -> tuple[Any, str]:
     return server, prefix
 
 
+def worker_chunks(run: Any, words: list[str]) -> list[dict[str, Any]]:
+    """The chunks a worker writes for a one-step text answer of ``words`` (stamped with the run)."""
+    step = {"_attempt": "att_1", "_step": 1}
+    chunks = [
+        {
+            "type": "helix-run-start",
+            "runId": run.id,
+            "kind": "send",
+            "attempt": 1,
+            "messageId": run.response_message_id,
+        },
+        {"type": "start", "messageId": run.response_message_id},
+        {"type": "start-step", **step},
+        {"type": "text-start", "id": "t", **step},
+        *({"type": "text-delta", "id": "t", "delta": word, **step} for word in words),
+        {"type": "text-end", "id": "t", **step},
+        {"type": "finish-step", **step},
+        {"type": "finish"},
+        {"type": "helix-run-end", "status": "completed"},
+    ]
+    return [{**chunk, "_run": run.id} for chunk in chunks]
+
+
 def run_in_start_window(owner_id: int) -> tuple[str, Any]:
     """Return (session id, RunStartResult) of a run whose run-start commit landed, its stream unclaimed."""
     from helix_django import store

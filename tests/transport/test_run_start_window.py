@@ -17,7 +17,7 @@ from django.test import override_settings
 
 from helix_django.streams import get_stream_manager, reset_stream_managers
 from tests.scale.settings import redis_channel_layer
-from tests.transport.conftest import chat_url, layer_server, read_sse, run_in_start_window
+from tests.transport.conftest import chat_url, layer_server, read_sse, run_in_start_window, worker_chunks
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -42,30 +42,13 @@ def test_resume_in_the_run_start_window_waits_for_live_then_streams(daphne_serve
         assert "sse" not in result
         claimed_at = time.monotonic()
         manager = get_stream_manager()
-        tag = {"_run": run.id}
-        chunks = [
-            {
-                "type": "helix-run-start",
-                "runId": run.id,
-                "kind": "send",
-                "attempt": 1,
-                "messageId": run.response_message_id,
-            },
-            {"type": "start", "messageId": run.response_message_id},
-            {"type": "start-step", "_attempt": "att_1", "_step": 1},
-            {"type": "text-start", "id": "t", "_attempt": "att_1", "_step": 1},
-            {"type": "text-delta", "id": "t", "delta": "live now", "_attempt": "att_1", "_step": 1},
-            {"type": "text-end", "id": "t", "_attempt": "att_1", "_step": 1},
-            {"type": "finish-step", "_attempt": "att_1", "_step": 1},
-            {"type": "finish"},
-            {"type": "helix-run-end", "status": "completed"},
-        ]
+        chunks = worker_chunks(run, ["live now"])
 
         async def write_like_a_worker():
             await manager.claim_stream(sid, run.id, epoch=started.checkpoint.id)
-            await manager.append(sid, run.id, [{**c, **tag} for c in chunks[:5]])
+            await manager.append(sid, run.id, chunks[:5])
             await asyncio.sleep(0.3)
-            await manager.append(sid, run.id, [{**c, **tag} for c in chunks[5:]])
+            await manager.append(sid, run.id, chunks[5:])
             await manager.end_stream(sid, run.id)
             await asyncio.sleep(0.5)  # let the layer deliver the last wake-ups before this loop closes
 

@@ -37,6 +37,7 @@ from tests.transport.conftest import (
     read_sse,
     run_in_start_window,
     user_message,
+    worker_chunks,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -44,35 +45,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 ANSWER = ["Parked ", "readers ", "never ", "hold ", "the ", "run."]
 
 
-def worker_chunks(run: Run) -> list[dict]:
-    """The chunks a worker writes for a one-step text answer (stamped with the run)."""
-    step = {"_attempt": "att_1", "_step": 1}
-    chunks = [
-        {
-            "type": "helix-run-start",
-            "runId": run.id,
-            "kind": "send",
-            "attempt": 1,
-            "messageId": run.response_message_id,
-        },
-        {"type": "start", "messageId": run.response_message_id},
-        {"type": "start-step", **step},
-        {"type": "text-start", "id": "t", **step},
-        *({"type": "text-delta", "id": "t", "delta": word, **step} for word in ANSWER),
-        {"type": "text-end", "id": "t", **step},
-        {"type": "finish-step", **step},
-        {"type": "finish"},
-        {"type": "helix-run-end", "status": "completed"},
-    ]
-    return [{**chunk, "_run": run.id} for chunk in chunks]
-
-
 async def run_like_a_worker(started: store.RunStartResult) -> None:
     """Claim the stream, write the answer, end the stream and commit the run ``completed``."""
     run = started.run
     manager = get_stream_manager()
     await manager.claim_stream(run.session_id, run.id, epoch=started.checkpoint.id)
-    chunks = worker_chunks(run)
+    chunks = worker_chunks(run, ANSWER)
     await manager.append(run.session_id, run.id, chunks[:6])
     await asyncio.sleep(0.1)
     sequences = await manager.append(run.session_id, run.id, chunks[6:])
