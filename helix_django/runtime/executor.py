@@ -107,7 +107,9 @@ class LocalExecutor(RestartsMixin):
         """Start the run a chat request asks for and return its handle once its stream is readable.
 
         A trailing user message is a send; a trailing assistant message carries tool
-        results / approval answers; ``trigger="regenerate-message"`` regenerates. Raises
+        results / approval answers; ``trigger="regenerate-message"`` regenerates. An
+        unsaved ``session`` (a chat's first send) is created by the send's run-start
+        commit, so a refused request leaves no session behind. Raises
         ValidationError, AlreadyRunningError (``state_already_running``),
         RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
         """
@@ -194,12 +196,16 @@ class LocalExecutor(RestartsMixin):
         agent = get_agent(session.agent)
         manager = get_stream_manager()
         request = launch.request
-        info = await manager.get_info(session.stream_id)
-        request.stream_sequence = info.head_sequence if info else 0
+        if session._state.adding:  # a chat's first send: the run-start commit creates the session
+            request.new_session = store.NewSession(session.owner_id, session.anonymous_key, session.agent)
+        else:  # a new session has no stream yet (a stale one's head is caught by the claim below)
+            info = await manager.get_info(session.stream_id)
+            request.stream_sequence = info.head_sequence if info else 0
         request.agent, request.provider, request.model = agent.name, agent.provider.name, agent.model
         owner = self._new_lease_owner()
         request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
         result = await store.astart_run(request)
+        session._state.adding = False
         run = result.run
         entry = self._entries[run.id] = Entry()
         try:

@@ -9,6 +9,7 @@ run them in the ORM's thread for async callers.
 
 from helix_django.store.commits import (
     TERMINAL_COMMIT_STATUSES,
+    NewSession,
     RunStartRequest,
     RunStartResult,
     acommit_step,
@@ -19,7 +20,6 @@ from helix_django.store.commits import (
     commit_step,
     commit_terminal,
     delete_session,
-    discard_empty_session,
     get_or_create_session,
     start_run,
     update_run,
@@ -61,6 +61,7 @@ from helix_django.store.tools import (
 
 __all__ = [
     "FINAL_TOOL_STATUSES",
+    "NewSession",
     "RECOVERY_FIELDS",
     "RunStartRequest",
     "RunStartResult",
@@ -89,7 +90,6 @@ __all__ = [
     "commit_step",
     "commit_terminal",
     "delete_session",
-    "discard_empty_session",
     "find_tool_executions",
     "finish_tool_execution",
     "get_or_create_session",

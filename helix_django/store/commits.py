@@ -40,6 +40,18 @@ TERMINAL_COMMIT_STATUSES = frozenset(
 _UNSET: Any = object()
 
 
+@dataclasses.dataclass(frozen=True)
+class NewSession:
+    """A session a run-start commit creates when its row does not exist yet (a chat's first send).
+
+    Its owner is ``owner_id`` or, for anonymous chat, the Django session key ``anonymous_key``.
+    """
+
+    owner_id: int | None = None
+    anonymous_key: str = ""
+    agent: str = "default"
+
+
 @dataclasses.dataclass
 class RunStartRequest:
     """Everything the run-start commit writes (000, "Persist the turn before starting inference").
@@ -49,6 +61,7 @@ class RunStartRequest:
     assistant message it continues, which then also becomes the response message).
     ``truncate_to`` rewinds the conversation to that many rows first (a ``truncate``
     checkpoint). ``expected_current_run_id`` is the compare-and-set on the session's current run (``_UNSET`` skips it).
+    ``new_session``: create the session in the same transaction when it does not exist yet.
     """
 
     session_id: str
@@ -69,6 +82,7 @@ class RunStartRequest:
     lease_owner: str = ""
     lease_seconds: int = 30
     continuation: dict[str, Any] = dataclasses.field(default_factory=dict)
+    new_session: NewSession | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +100,20 @@ def _lock_session(session_id: str) -> ChatSession:
     if session is None:
         raise SessionNotFoundError()
     return session
+
+
+def _lock_or_create_session(session_id: str, new: NewSession) -> tuple[ChatSession, bool]:
+    """Lock the session's row, creating it from ``new`` if it is missing; return ``(session, created)``.
+
+    Raises SessionNotFoundError when the row exists but belongs to another owner than
+    ``new`` names (a concurrent first send of someone else).
+    """
+    session = ChatSession.objects.select_for_update().filter(pk=session_id).first()
+    if session is None:
+        return ChatSession.objects.create(pk=session_id, **dataclasses.asdict(new)), True
+    if (session.owner_id, session.anonymous_key) != (new.owner_id, new.anonymous_key):
+        raise SessionNotFoundError()
+    return session, False
 
 
 def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
@@ -168,14 +196,32 @@ def start_run(request: RunStartRequest) -> RunStartResult:
     RunStartConflictError (``cause: expected_mismatch``) when the current run moved,
     AlreadyRunningError when a run is live and ``supersede_live`` is false. Every other
     live run of the session is superseded. The run id doubles as the stream claim's owner;
-    the run-start checkpoint's id is its claim epoch.
+    the run-start checkpoint's id is its claim epoch. With ``request.new_session`` a
+    missing session is created in the same transaction (nothing is left behind when the
+    commit fails); when a concurrent first send created it first, the start is tried
+    again in the existing session, if the same owner created it.
     """
+    try:
+        return _start_run(request)
+    except IntegrityError:
+        if request.new_session is None:
+            raise
+        # The session was inserted concurrently (PostgreSQL: both reads found no row);
+        # the second try finds it (or raises the same IntegrityError for another reason).
+        return _start_run(request)
+
+
+def _start_run(request: RunStartRequest) -> RunStartResult:
     now = timezone.now()
     with transaction.atomic():
-        session = _lock_session(request.session_id)
+        if request.new_session is None:
+            session, created = _lock_session(request.session_id), False
+        else:
+            session, created = _lock_or_create_session(request.session_id, request.new_session)
         if request.expected_current_run_id is not _UNSET and session.current_run_id != request.expected_current_run_id:
             raise RunStartConflictError(cause="expected_mismatch")
-        live = list(Run.objects.filter(session=session, status__in=LIVE_STATUSES).values_list("id", flat=True))
+        runs = Run.objects.filter(session=session, status__in=LIVE_STATUSES)
+        live = [] if created else list(runs.values_list("id", flat=True))
         if live and not request.supersede_live:
             raise AlreadyRunningError()
         if live:
@@ -352,22 +398,6 @@ def update_run(run_id: str, **fields: Any) -> None:
         _fenced_run(run_id)
         fields.setdefault("last_event_at", timezone.now())
         Run.objects.filter(pk=run_id).update(**fields)
-
-
-def discard_empty_session(session_id: str) -> bool:
-    """Delete the session if nothing was ever written to it (no run, no message); True if deleted.
-
-    Check and delete happen under the session's row lock, the lock every run-start commit
-    takes, so a racing send that starts a run in the session keeps it.
-    """
-    with transaction.atomic():
-        session = ChatSession.objects.select_for_update().filter(pk=session_id).first()
-        if session is None or session.current_run_id or session.message_count:
-            return False
-        if Run.objects.filter(session=session).exists() or Message.objects.filter(session=session).exists():
-            return False
-        session.delete()
-        return True
 
 
 def delete_session(session_id: str) -> None:

@@ -20,14 +20,12 @@ from asgiref.sync import sync_to_async
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import (
-    HelixError,
     MethodNotAllowedError,
     NotAuthenticatedError,
     SessionNotFoundError,
     ValidationError,
 )
 from helix_django.models import ChatSession, Message, Run
-from helix_django.store import aget_or_create_session, discard_empty_session
 from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, aauthenticate
 from helix_django.transport.chat_request import ChatRequest, parse_chat_request
@@ -46,13 +44,14 @@ def get_executor() -> Any:
 
 
 async def _session_for_send(request: ChatRequest, identity: Identity) -> tuple[ChatSession, bool]:
+    """Return ``(session, created)``: the caller's session, or an unsaved one its send's run-start commit creates."""
     owner = identity.owner
-    session, created = await aget_or_create_session(
-        request.session_id, owner_id=owner.user_id, anonymous_key=owner.anonymous_key
-    )
+    session = await ChatSession.objects.filter(pk=request.session_id).afirst()
+    if session is None:
+        return ChatSession(id=request.session_id, owner_id=owner.user_id, anonymous_key=owner.anonymous_key), True
     if not owner.owns(session):
         raise SessionNotFoundError()
-    return session, created
+    return session, False
 
 
 async def _is_send(request: ChatRequest, session: ChatSession, created: bool) -> bool:
@@ -65,13 +64,13 @@ async def _is_send(request: ChatRequest, session: ChatSession, created: bool) ->
     return not committed
 
 
-async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession, created: bool) -> ResponsePlan:
+async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession) -> ResponsePlan:
     """Execute the send and plan its stream after the handle's ``from_sequence``.
 
     A new run's chunks follow its start (the head when its run-start commit read it); a
     keyed duplicate streams the original run from its start. Raises the executor's typed
-    errors (409 ``state_already_running``, ``state_request_key_conflict``, ...); a
-    session this request created is removed again when nothing was written to it.
+    errors (409 ``state_already_running``, ``state_request_key_conflict``, ...); a new
+    session exists only once its first run-start commit landed.
     """
     manager = get_stream_manager()
     execute = get_executor().execute(
@@ -82,12 +81,7 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
         message_id=request.message_id,
         user=identity.user,
     )
-    try:
-        handle = await asyncio.shield(asyncio.ensure_future(execute))
-    except HelixError:
-        if created:
-            await sync_to_async(discard_empty_session)(session.id)
-        raise
+    handle = await asyncio.shield(asyncio.ensure_future(execute))
     if handle.is_pending_batch:
         return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)
     run = handle.run or await Run.objects.aget(pk=handle.run_id)
@@ -112,7 +106,7 @@ async def plan_chat(request: ChatRequest, identity: Identity) -> ResponsePlan:
     if request.has_messages:
         session, created = await _session_for_send(request, identity)
         if await _is_send(request, session, created):
-            return await plan_send(request, identity, session, created)
+            return await plan_send(request, identity, session)
     else:
         session = await sync_to_async(get_owned_session)(request.session_id, identity.owner)
     return await plan_resume(request, session)

@@ -85,6 +85,21 @@ def test_racing_first_sends_start_one_run_with_unique_positions():
     store.commit_terminal(runs[0].id, "cancelled", response_message=None, stream_sequence=0)
 
 
+def test_racing_first_sends_that_create_their_session_create_it_once_and_start_one_run():
+    def send(i: int):
+        message = {"id": f"u{i}", "role": "user", "parts": [{"type": "text", "text": f"hi {i}"}]}
+        request = store.RunStartRequest(session_id="new1", input_messages=[message], new_session=store.NewSession())
+        return store.start_run(request).run
+
+    results = race(send)
+    runs = [r for r in results if not isinstance(r, Exception)]
+    assert len(runs) == 1, results
+    assert all(isinstance(r, AlreadyRunningError) for r in results if isinstance(r, Exception)), results
+    assert ChatSession.objects.filter(pk="new1").count() == 1
+    assert ChatSession.objects.get(pk="new1").current_run_id == runs[0].id
+    store.commit_terminal(runs[0].id, "cancelled", response_message=None, stream_sequence=0)
+
+
 def test_racing_superseding_sends_keep_positions_dense():
     store.get_or_create_session("sess1")
 

@@ -218,12 +218,36 @@ def test_a_long_session_title_is_shortened_for_display():
     assert str(session) == "sess-title"
 
 
-def test_discard_empty_session_keeps_a_session_with_a_run():
-    store.get_or_create_session("empty")
-    assert store.discard_empty_session("empty") is True
-    assert not ChatSession.objects.filter(pk="empty").exists()
-    store.get_or_create_session("used")
-    start(session_id="used")
-    assert store.discard_empty_session("used") is False
-    assert ChatSession.objects.filter(pk="used").exists()
-    assert store.discard_empty_session("missing") is False
+def test_a_first_run_start_commit_creates_its_session_in_the_same_transaction(django_user_model):
+    owner = django_user_model.objects.create(username="first")
+    result = start(session_id="new1", new_session=store.NewSession(owner_id=owner.pk, agent="default"))
+    session = ChatSession.objects.get(pk="new1")
+    assert (session.owner_id, session.current_run_id, session.message_count) == (owner.pk, result.run.id, 1)
+    assert list(Message.objects.filter(session=session).values_list("ui_id", "position")) == [("u1", 0)]
+
+
+def test_a_failed_first_run_start_commit_leaves_no_session():
+    with pytest.raises(KeyError):
+        start(session_id="new1", new_session=store.NewSession(), input_messages=[{"id": "broken", "parts": []}])
+    with pytest.raises(RunStartConflictError):
+        start(session_id="new2", new_session=store.NewSession(), expected_current_run_id="run_x")
+    assert not ChatSession.objects.filter(pk__in=["new1", "new2"]).exists()
+    assert Run.objects.count() == 0
+
+
+def test_a_first_send_to_a_session_that_exists_meanwhile_starts_in_it_only_for_its_owner(django_user_model):
+    owner, other = (django_user_model.objects.create(username=name) for name in ("owner", "other"))
+    store.get_or_create_session("taken", owner_id=owner.pk)
+    with pytest.raises(SessionNotFoundError):
+        start(session_id="taken", new_session=store.NewSession(owner_id=other.pk))
+    with pytest.raises(SessionNotFoundError):
+        start(session_id="taken", new_session=store.NewSession(anonymous_key="visitor"))
+    assert Run.objects.count() == 0
+    run = start(session_id="taken", new_session=store.NewSession(owner_id=owner.pk)).run
+    assert ChatSession.objects.get(pk="taken").current_run_id == run.id
+    with pytest.raises(AlreadyRunningError):  # the second "first" send meets the first one's live run
+        start(
+            session_id="taken",
+            new_session=store.NewSession(owner_id=owner.pk),
+            input_messages=[user_message("b", "u2")],
+        )
