@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import DatabaseError, IntegrityError, connections, router, transaction
+from django.db import DatabaseError, connections, router, transaction
+from django.utils import timezone
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream, StreamChunk
@@ -37,6 +38,18 @@ from helix_django.streams.tail import TailCache
 
 #: Compact JSON of a stored chunk; one shared encoder (``json.dumps`` with options builds one per call).
 _encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
+#: The columns of a StreamInfo, in the order :func:`_info_of` reads them.
+INFO_COLUMNS = "status, head_sequence, run_id, claim_epoch, end_status, error"
+
+
+def _info_of(stream_id: str, row: Sequence[Any]) -> StreamInfo:
+    """Return the StreamInfo of a raw ``INFO_COLUMNS`` row (``error`` is JSON text on SQLite)."""
+    status, head, owner, epoch, end_status, error = row
+    if isinstance(error, str):
+        error = json.loads(error)
+    return StreamInfo(stream_id, status, head, owner, epoch, end_status, error)
 
 
 def _info(row: Stream) -> StreamInfo:
@@ -60,6 +73,15 @@ class DatabaseStreamManager(BaseStreamManager):
         self._insert_sql = (
             f"INSERT INTO {self._chunk_table} "  # noqa: S608 - table name from model meta
             "(stream_id, sequence, run_id, attempt_id, step, type, payload) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        )
+        self._claim_sql = (
+            f"INSERT INTO {self._stream_table} AS held "  # noqa: S608 - table name from model meta
+            "(stream_id, status, run_id, head_sequence, claim_epoch, end_status, error, created_at, updated_at) "
+            "VALUES (%s, %s, %s, 0, %s, '', NULL, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
+            "status = excluded.status, run_id = excluded.run_id, claim_epoch = excluded.claim_epoch, "
+            "end_status = '', error = NULL, updated_at = excluded.updated_at "
+            "WHERE held.run_id = '' OR excluded.claim_epoch > held.claim_epoch "
+            "OR (held.run_id = excluded.run_id AND held.claim_epoch = excluded.claim_epoch)"
         )
         self.tail = TailCache(
             max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
@@ -86,17 +108,11 @@ class DatabaseStreamManager(BaseStreamManager):
         lock = " FOR UPDATE" if for_update and connection.features.has_select_for_update else ""
         with connection.cursor() as cursor:
             cursor.execute(
-                f"SELECT status, head_sequence, run_id, claim_epoch, end_status, error "  # noqa: S608
-                f"FROM {self._stream_table} WHERE stream_id = %s{lock}",
+                f"SELECT {INFO_COLUMNS} FROM {self._stream_table} WHERE stream_id = %s{lock}",  # noqa: S608
                 [stream_id],
             )
             row = cursor.fetchone()
-        if row is None:
-            return None
-        status, head, owner, epoch, end_status, error = row
-        if isinstance(error, str):
-            error = json.loads(error)
-        return StreamInfo(stream_id, status, head, owner, epoch, end_status, error)
+        return None if row is None else _info_of(stream_id, row)
 
     def _insert(self, stream_id: str, run_id: str, head: int, chunks: Sequence[Chunk]) -> list[int]:
         return self._insert_payloads(stream_id, run_id, head, chunks)[0]
@@ -199,24 +215,30 @@ class DatabaseStreamManager(BaseStreamManager):
         return sequences, payloads
 
     def _claim_sync(self, stream_id: str, run_id: str, epoch: int) -> StreamInfo:
-        claimed = {"run_id": run_id, "claim_epoch": epoch, "status": ACTIVE, "end_status": "", "error": None}
-        with transaction.atomic(using=self.using):
-            streams = Stream.objects.using(self.using)
-            row = streams.select_for_update().filter(pk=stream_id).first()
-            if row is None:
-                try:  # the first claim creates the row already claimed
-                    with transaction.atomic(using=self.using):
-                        return _info(streams.create(pk=stream_id, **claimed))
-                except IntegrityError:
-                    # Two first claims raced (PostgreSQL): the later one waited for the
-                    # other's insert and now compares epochs with it.
-                    row = streams.select_for_update().get(pk=stream_id)
-            if row.run_id and not (row.run_id == run_id and row.claim_epoch == epoch) and epoch <= row.claim_epoch:
-                raise StreamFenceError(cause="stale_claim")
-            for name, value in claimed.items():
-                setattr(row, name, value)
-            row.save(using=self.using, update_fields=[*claimed, "updated_at"])
-        return _info(row)
+        """Claim with one upsert: insert the row claimed, or take it over if the fence allows.
+
+        A claim takes the stream when nobody holds it, when it repeats the holder's own
+        claim, or when its epoch is higher (002, "Superseded runs"); otherwise the upsert
+        changes nothing and StreamFenceError (``stale_claim``) is raised. Racing first
+        claims meet on the primary key: the later one compares epochs with the earlier.
+        """
+        connection = connections[self.using]
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        params = [stream_id, ACTIVE, run_id, epoch, now, now]
+        if connection.features.can_return_columns_from_insert:  # PostgreSQL, SQLite >= 3.35: one statement
+            with connection.cursor() as cursor:
+                cursor.execute(f"{self._claim_sql} RETURNING {INFO_COLUMNS}", params)
+                row = cursor.fetchone()
+            info = None if row is None else _info_of(stream_id, row)
+        else:
+            with transaction.atomic(using=self.using):
+                with connection.cursor() as cursor:
+                    cursor.execute(self._claim_sql, params)
+                    taken = cursor.rowcount == 1
+                info = self._select_info(stream_id) if taken else None
+        if info is None:
+            raise StreamFenceError(cause="stale_claim")
+        return info
 
     def _status_sync(self, stream_id: str, run_id: str, status: str, fields: dict[str, Any]) -> StreamInfo:
         with transaction.atomic(using=self.using):

@@ -97,3 +97,37 @@ async def test_the_tail_can_be_disabled():
     await manager.append("s1", "run_a", [delta(1)])
     assert manager.tail.read("s1", 0, 500) is None
     assert (await manager.read_after("s1", 0))[0] == [(1, delta(1))]
+
+
+@pytest.mark.parametrize("returning", [True, False], ids=["returning", "without-returning"])
+async def test_the_claim_upsert_keeps_the_fence(returning, monkeypatch):
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    # On the ORM thread's connection, where the manager's queries run (SQLite < 3.35: False).
+    def on_orm_thread():
+        monkeypatch.setattr(connection.features, "can_return_columns_from_insert", returning)
+
+    await sync_to_async(on_orm_thread)()
+    manager = DatabaseStreamManager("default", {})
+
+    def first_claim():
+        with CaptureQueriesContext(connection) as queries:
+            return manager._claim_sync("s1", "run_a", 3), len(queries)
+
+    first, statements = await sync_to_async(first_claim)()
+    assert statements == (1 if returning else 4)  # one upsert (or BEGIN, upsert, SELECT, COMMIT)
+    assert (first.status, first.run_id, first.epoch, first.head_sequence) == ("active", "run_a", 3, 0)
+    await manager.append("s1", "run_a", [delta(1), delta(2)])
+    await manager.fail_stream("s1", "run_a", {"error": "boom", "code": "provider_error"})
+    again = await manager.claim_stream("s1", "run_a", epoch=3)  # the holder's own claim, repeated
+    assert (again.status, again.head_sequence, again.error, again.end_status) == ("active", 3, None, "")
+    for stale in (("run_b", 2), ("run_b", 3), ("run_a", 2)):
+        with pytest.raises(StreamFenceError) as excinfo:
+            await manager.claim_stream("s1", stale[0], epoch=stale[1])
+        assert excinfo.value.cause == "stale_claim"
+    taken = await manager.claim_stream("s1", "run_c", epoch=4)
+    assert (taken.run_id, taken.epoch, taken.head_sequence) == ("run_c", 4, 3)
+    await manager.purge_stream("s1")  # nobody holds a purged stream: any epoch claims it
+    assert (await manager.claim_stream("s1", "run_d", epoch=1)).run_id == "run_d"
