@@ -1,7 +1,8 @@
 """ASGI application the e2e section serves with daphne: helix's routes, plus two bare routes.
 
-``/bench/ping`` answers 200 without Django or helix: the HTTP floor (daphne, loopback
-and the client) that the chat route's time to first byte is compared with.
+``/bench/ping`` reads the request body and answers 200 without Django or helix: the
+HTTP floor (daphne, loopback and the client) that the chat route's time to first byte
+is compared with, for a POST of the same body and headers.
 ``/bench/sse?tokens=N&pace=TPS`` streams N SSE frames at TPS per second, each carrying
 its emission time like :class:`bench.provider.ClockProvider`: the floor of the live SSE
 measurement (no persistence, no run).
@@ -43,6 +44,8 @@ async def bare_sse(scope, send):
 async def application(scope, receive, send):
     """Serve the bare routes directly; everything else through helix's router."""
     if scope["type"] == "http" and scope["path"] == "/bench/ping":
+        while (await receive()).get("more_body"):  # the floor of a POST reads its body too
+            pass
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"ok"})
         return
