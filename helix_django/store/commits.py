@@ -102,18 +102,8 @@ def _lock_session(session_id: str) -> ChatSession:
     return session
 
 
-def _lock_or_create_session(session_id: str, new: NewSession) -> tuple[ChatSession, bool]:
-    """Lock the session's row, creating it from ``new`` if it is missing; return ``(session, created)``.
-
-    Raises SessionNotFoundError when the row exists but belongs to another owner than
-    ``new`` names (a concurrent first send of someone else).
-    """
-    session = ChatSession.objects.select_for_update().filter(pk=session_id).first()
-    if session is None:
-        return ChatSession.objects.create(pk=session_id, **dataclasses.asdict(new)), True
-    if (session.owner_id, session.anonymous_key) != (new.owner_id, new.anonymous_key):
-        raise SessionNotFoundError()
-    return session, False
+def _is_owner(session: ChatSession, new: NewSession) -> bool:
+    return (session.owner_id, session.anonymous_key) == (new.owner_id, new.anonymous_key)
 
 
 def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
@@ -202,26 +192,28 @@ def start_run(request: RunStartRequest) -> RunStartResult:
     again in the existing session, if the same owner created it.
     """
     try:
-        return _start_run(request)
+        return _start_run(request, create=request.new_session is not None)
     except IntegrityError:
         if request.new_session is None:
             raise
-        # The session was inserted concurrently (PostgreSQL: both reads found no row);
-        # the second try finds it (or raises the same IntegrityError for another reason).
-        return _start_run(request)
+        # The session exists: a concurrent first send (or one since the caller's read)
+        # created it. Start in it, if it belongs to the owner the request names.
+        return _start_run(request, create=False)
 
 
-def _start_run(request: RunStartRequest) -> RunStartResult:
+def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
     now = timezone.now()
     with transaction.atomic():
-        if request.new_session is None:
-            session, created = _lock_session(request.session_id), False
+        if create:  # no read first: the insert fails on the primary key if the row exists
+            session = ChatSession.objects.create(pk=request.session_id, **dataclasses.asdict(request.new_session))
         else:
-            session, created = _lock_or_create_session(request.session_id, request.new_session)
+            session = _lock_session(request.session_id)
+            if request.new_session is not None and not _is_owner(session, request.new_session):
+                raise SessionNotFoundError()  # created first by a concurrent send of another owner
         if request.expected_current_run_id is not _UNSET and session.current_run_id != request.expected_current_run_id:
             raise RunStartConflictError(cause="expected_mismatch")
         runs = Run.objects.filter(session=session, status__in=LIVE_STATUSES)
-        live = [] if created else list(runs.values_list("id", flat=True))
+        live = [] if create else list(runs.values_list("id", flat=True))
         if live and not request.supersede_live:
             raise AlreadyRunningError()
         if live:
