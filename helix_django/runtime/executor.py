@@ -8,9 +8,10 @@ stream claim, the opening chunks flushed, and only then is a :class:`RunHandle` 
 so the stream is readable when the caller gets it. A run never depends on the request
 that started it. Entry points raise typed HelixErrors only.
 
-Run tasks execute on the executor's own long-lived loop thread (:mod:`.runner`), so sync
-callers (admin views, management commands) may call entry points with ``async_to_sync``:
-the run goes on after their short-lived loop ends. A management command that exits right
+Run tasks execute on a loop that lasts as long as the process (:mod:`.runner`): the ASGI
+server's, or the executor's own loop thread for other callers, so sync callers (admin
+views, management commands) may call entry points with ``async_to_sync``: the run goes
+on after their short-lived loop ends. A management command that exits right
 away should ``await executor.wait(run_id)`` first (the process would take the run with it).
 """
 
@@ -73,7 +74,7 @@ class LocalExecutor(RestartsMixin):
         """Runs that ended here lately (oldest first), so :meth:`wait` can still report them."""
         self._announcements: set[asyncio.Task[None]] = set()
         self.runner = RunnerLoop(f"helix-runs-{self.owner}")
-        """The long-lived loop this executor's run tasks execute on."""
+        """The executor's own loop thread: where run tasks execute unless started on the server's loop."""
 
     def abandon(self, run_id: str) -> bool:
         """Stop executing a run here *without* ending it, as a dying process would; True if it was running.
@@ -82,13 +83,15 @@ class LocalExecutor(RestartsMixin):
         (or a user's Continue/Regenerate) takes it over. For process shutdown and tests.
         """
         entry = self._entries.get(run_id)
-        if entry is None or entry.task is None or entry.done.done():
+        if entry is None or entry.task is None or entry.done.done() or entry.event_loop.is_closed():
             return False
         entry.event_loop.call_soon_threadsafe(entry.task.cancel)
         return True
 
     def close(self) -> None:
-        """Abandon every run executing here and stop the runner loop (process shutdown)."""
+        """Abandon every run executing here (on any loop) and stop the runner loop (process shutdown)."""
+        for run_id in list(self._entries):
+            self.abandon(run_id)
         self.runner.close()
 
     # --- sends -----------------------------------------------------------------------------
@@ -189,7 +192,7 @@ class LocalExecutor(RestartsMixin):
     # --- starting a run --------------------------------------------------------------------
 
     async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
-        """Run-start commit, stream claim, opening chunks flushed; then the run task starts (on the runner loop)."""
+        """Run-start commit, stream claim, opening chunks flushed; then the run task starts (where runs live)."""
         return await self.runner.call(self._launch_here(session, launch, user=user))
 
     async def _launch_here(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
@@ -284,7 +287,7 @@ class LocalExecutor(RestartsMixin):
         return self.owner
 
     async def _dispatch(self, entry: Entry, loop: RunLoop) -> None:
-        """Hand the opened run to whatever executes it: here, a task on the runner loop."""
+        """Hand the opened run to whatever executes it: here, a task on the loop where runs live."""
         self._start_task(entry, loop)
 
     def _start_task(self, entry: Entry, loop: RunLoop) -> None:

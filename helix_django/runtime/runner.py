@@ -1,10 +1,16 @@
-"""The executor's own event loop thread, where every run of a LocalExecutor executes.
+"""Where the runs of a LocalExecutor execute: the ASGI server's loop, or the executor's own loop thread.
 
 A run must never depend on the request that started it (002, "A client that
-disconnects"). Entry points may be awaited from any event loop: an ASGI request's, a
+disconnects"). Entry points may be awaited from any event loop: an ASGI server's, a
 test's, or the short-lived loop ``async_to_sync`` creates for an admin view or a
-management command, which cancels its leftover tasks when it ends. So a run's task
-lives on this long-lived loop of the same process, and callers only wait for its start.
+management command, which cancels its leftover tasks when it ends. A run's task
+therefore lives on a loop that lasts as long as the process:
+
+- the caller's own loop when it runs in the process's main thread: the loop of the ASGI
+  server (daphne, uvicorn, hypercorn run it there). The run's task is separate from the
+  request's, and the run shares the loop cooperatively with the requests that read it
+  (no hand-over between threads before the first byte: docs/performance.md);
+- otherwise this module's loop thread, started on first use.
 """
 
 from __future__ import annotations
@@ -47,15 +53,30 @@ class RunnerLoop:
         loop.call_soon(ready.set)
         loop.run_forever()
 
-    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the runner loop and return its result.
+    @staticmethod
+    def running_loop_lives_with_process() -> bool:
+        """Whether runs may live on the running loop: True in the main thread (an ASGI server's loop).
 
-        Shielded: if the caller is cancelled (its client went away), ``coro`` still
-        finishes, so a run-start commit is always followed by its claim.
+        A loop ``async_to_sync`` creates runs in a worker thread. A main-thread loop that
+        ends early (``asyncio.run`` in a script) takes its runs with it, as the process
+        would: such a caller awaits ``executor.wait(run_id)`` first.
         """
-        loop = self.loop
-        if asyncio.get_running_loop() is loop:
+        return threading.current_thread() is threading.main_thread()
+
+    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` (a run's start; it creates the run's task) where runs live and return its result.
+
+        In a task of its own, shielded: if the caller is cancelled (its client went away),
+        ``coro`` still finishes, so a run-start commit is always followed by its claim.
+        A fresh context: the caller's context variables (asgiref's executor of an
+        ``async_to_sync`` call that ends soon, a request's state) must not leak into the run.
+        """
+        running = asyncio.get_running_loop()
+        if running is self._loop:
             return await coro
+        if self.running_loop_lives_with_process():
+            return await asyncio.shield(running.create_task(coro, context=contextvars.Context()))
+        loop = self.loop
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         async def run() -> None:
@@ -64,8 +85,6 @@ class RunnerLoop:
             except BaseException as exc:
                 future.set_exception(exc)
 
-        # A fresh context: the caller's context variables (asgiref's executor of an
-        # async_to_sync call that ends soon, a request's state) must not leak into the run.
         loop.call_soon_threadsafe(lambda: loop.create_task(run()), context=contextvars.Context())
         return await asyncio.shield(asyncio.wrap_future(future))
 

@@ -80,7 +80,7 @@ class TasksExecutor(LocalExecutor):
             )
 
     def _start_task(self, entry: Entry, loop: RunLoop) -> None:
-        # Called on the runner loop right after the opening chunks were flushed: no local task.
+        # Called where runs live right after the opening chunks were flushed: no local task.
         self._entries.pop(loop.run_id, None)
         self._handoffs[loop.run_id] = loop
         entry.done.set_result("handed_off")

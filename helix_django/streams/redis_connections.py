@@ -2,7 +2,7 @@
 
 Clients are ``redis.asyncio`` clients built from the parameters of
 ``django_redis.get_redis_connection(alias)``; a client is bound to the loop that made it,
-so each loop (daphne's, the executor's runner loop, an ``async_to_sync`` call) gets its own,
+so each loop (daphne's, the executor's own loop thread, an ``async_to_sync`` call) gets its own,
 and those of closed loops are dropped. The listener subscribes to the manager's notify
 channel and wakes local waiters for writes of other processes (a notice is the writer's
 origin token + the stream id; this process's own writes wake its waiters directly); once
