@@ -70,7 +70,8 @@ def _no_response(request: Any) -> None:
     return None
 
 
-def _authenticate_sync(scope: dict[str, Any], body: bytes, create_anonymous: bool) -> Identity:
+def authenticate(scope: dict[str, Any], body: bytes = b"", *, create_anonymous: bool = False) -> Identity:
+    """Synchronous :func:`aauthenticate` (for callers already in the ORM's thread)."""
     request = ASGIRequest(scope, io.BytesIO(body))
     middleware = SessionMiddleware(_no_response)
     middleware.process_request(request)
@@ -109,7 +110,7 @@ async def aauthenticate(scope: dict[str, Any], body: bytes = b"", *, create_anon
     (403, ``cause: csrf``) or RateLimitedError (429). ``create_anonymous`` starts a Django
     session for a new anonymous visitor when anonymous chat is allowed.
     """
-    return await sync_to_async(_authenticate_sync)(scope, body, create_anonymous)
+    return await sync_to_async(authenticate)(scope, body, create_anonymous=create_anonymous)
 
 
-__all__ = ["Identity", "NotAuthenticatedError", "aauthenticate"]
+__all__ = ["Identity", "NotAuthenticatedError", "aauthenticate", "authenticate"]

@@ -27,7 +27,7 @@ from helix_django.errors import (
 )
 from helix_django.models import ChatSession, Message, Run
 from helix_django.streams import get_stream_manager
-from helix_django.transport.auth import Identity, aauthenticate
+from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.chat_request import ChatRequest, parse_chat_request
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
 from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
@@ -43,10 +43,21 @@ def get_executor() -> Any:
     return runtime_get_executor()
 
 
-async def _session_for_send(request: ChatRequest, identity: Identity) -> tuple[ChatSession, bool]:
+def _identify(
+    scope: dict[str, Any], body: bytes, request: ChatRequest | None, create_anonymous: bool
+) -> tuple[Identity, ChatSession | None]:
+    """Authenticate, then read the session row a send names, in one trip to the ORM's thread."""
+    identity = authenticate(scope, body, create_anonymous=create_anonymous)
+    if request is None or not request.has_messages:
+        return identity, None
+    return identity, ChatSession.objects.filter(pk=request.session_id).first()
+
+
+def _session_for_send(
+    request: ChatRequest, identity: Identity, session: ChatSession | None
+) -> tuple[ChatSession, bool]:
     """Return ``(session, created)``: the caller's session, or an unsaved one its send's run-start commit creates."""
     owner = identity.owner
-    session = await ChatSession.objects.filter(pk=request.session_id).afirst()
     if session is None:
         return ChatSession(id=request.session_id, owner_id=owner.user_id, anonymous_key=owner.anonymous_key), True
     if not owner.owns(session):
@@ -101,10 +112,13 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     )
 
 
-async def plan_chat(request: ChatRequest, identity: Identity) -> ResponsePlan:
-    """Decide between a send and a resume and plan the response (before any header is sent)."""
+async def plan_chat(request: ChatRequest, identity: Identity, row: ChatSession | None) -> ResponsePlan:
+    """Decide between a send and a resume and plan the response (before any header is sent).
+
+    ``row`` is the session row of a send, read with the authentication (None: not found).
+    """
     if request.has_messages:
-        session, created = await _session_for_send(request, identity)
+        session, created = _session_for_send(request, identity, row)
         if await _is_send(request, session, created):
             return await plan_send(request, identity, session)
     else:
@@ -139,14 +153,15 @@ class ChatConsumer:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
             request, invalid = _parse(scope, body)
             try:  # an invalid request never creates an anonymous visitor's Django session
-                identity = await aauthenticate(scope, body, create_anonymous=scope["method"] == "POST" and not invalid)
+                create_anonymous = scope["method"] == "POST" and not invalid
+                identity, row = await sync_to_async(_identify)(scope, body, request, create_anonymous)
             except NotAuthenticatedError:
                 if invalid is not None and helix_settings.ALLOW_ANONYMOUS:
                     raise invalid from None
                 raise
             if invalid is not None:
                 raise invalid
-            disconnected, plan = await run_until_disconnect(receive, plan_chat(request, identity))
+            disconnected, plan = await run_until_disconnect(receive, plan_chat(request, identity, row))
         except ClientDisconnected:
             return
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
