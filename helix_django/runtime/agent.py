@@ -84,14 +84,18 @@ class RunLoop(EndingsMixin):
 
     def emit(self, chunk: dict[str, Any], *, content: bool = False) -> None:
         """Stamp ``chunk`` with run/step/attempt, queue it, and apply it to the response message."""
+        self.writer.write(self.prepare(chunk, content=content))
+
+    def prepare(self, chunk: dict[str, Any], *, content: bool = False) -> dict[str, Any]:
+        """Stamp ``chunk`` with run/step/attempt and apply it to the response message; return it (not queued)."""
         chunk["_run"] = self.run_id
         if self.step:
             chunk["_step"] = self.step
         if content and self.attempt_id:
             chunk["_attempt"] = self.attempt_id
-        self.writer.write(chunk)
         self.acc.apply(chunk)
         self.last_event_at = asyncio.get_running_loop().time()
+        return chunk
 
     async def flush(self) -> int:
         """Store every queued chunk; return the writer's last sequence (the commit's stream_sequence)."""

@@ -4,7 +4,7 @@
 default :class:`LocalExecutor` runs each run as an asyncio task in the process that
 accepted it, holding a renewable lease on the Run. Every entry point persists before
 inference (000, "Persist the turn before starting inference"): the run-start commit, the
-stream claim, the opening chunks flushed, and only then is a :class:`RunHandle` returned,
+stream claim with the opening chunks, and only then is a :class:`RunHandle` returned,
 so the stream is readable when the caller gets it. A run never depends on the request
 that started it. Entry points raise typed HelixErrors only.
 
@@ -192,7 +192,7 @@ class LocalExecutor(RestartsMixin):
     # --- starting a run --------------------------------------------------------------------
 
     async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
-        """Run-start commit, stream claim, opening chunks flushed; then the run task starts (where runs live)."""
+        """Run-start commit, stream claim with the opening chunks; then the run task starts (where runs live)."""
         return await self.runner.call(self._launch_here(session, launch, user=user))
 
     async def _launch_here(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
@@ -212,11 +212,6 @@ class LocalExecutor(RestartsMixin):
         run = result.run
         entry = self._entries[run.id] = Entry()
         try:
-            claimed = await manager.claim_stream(session.stream_id, run.id, epoch=result.checkpoint.id)
-            if claimed.head_sequence > run.start_sequence:
-                # A superseded run wrote between our head read and the claim: our chunks start later.
-                run.start_sequence = claimed.head_sequence
-                await store.aupdate_run(run.id, start_sequence=run.start_sequence)
             writer = StreamWriter.from_settings(manager, session.stream_id, run.id)
             acc = MessageAccumulator(run.response_message_id, parts=launch.parts, metadata=launch.metadata)
             loop = RunLoop(
@@ -230,12 +225,20 @@ class LocalExecutor(RestartsMixin):
                 add_continue_instruction=launch.add_continue_instruction,
             )
             opening = {"type": "helix-run-start", "runId": run.id, "kind": request.kind, "attempt": run.attempt}
-            with writer.batched():  # the opening chunks are stored as one batch
-                loop.emit({**opening, "messageId": run.response_message_id})
-                loop.emit({"type": "start", "messageId": run.response_message_id})
-                for chunk in launch.prelude(result) if launch.prelude else []:
-                    loop.emit(chunk)
-            await loop.flush()
+            chunks = [
+                loop.prepare({**opening, "messageId": run.response_message_id}),
+                loop.prepare({"type": "start", "messageId": run.response_message_id}),
+                *(loop.prepare(chunk) for chunk in (launch.prelude(result) if launch.prelude else [])),
+            ]
+            # The claim and the opening chunks: one write before the caller's first byte.
+            claimed, sequences = await manager.claim_and_append(
+                session.stream_id, run.id, epoch=result.checkpoint.id, chunks=chunks
+            )
+            writer.last_sequence = sequences[-1]
+            if claimed.head_sequence > run.start_sequence:
+                # A superseded run wrote between our head read and the claim: our chunks start later.
+                run.start_sequence = claimed.head_sequence
+                await store.aupdate_run(run.id, start_sequence=run.start_sequence)
         except BaseException as exc:
             self._entries.pop(run.id, None)
             entry.claimed.set_result(False)

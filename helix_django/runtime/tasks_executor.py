@@ -5,7 +5,7 @@ Set ``HELIX["EXECUTOR"] = "helix_django.runtime.tasks_executor.TasksExecutor"`` 
 backend with a worker, e.g. ``django_tasks_db.DatabaseBackend`` and ``manage.py db_worker``).
 
 The web process does what :class:`~helix_django.runtime.executor.LocalExecutor` does up to
-the opening chunks (run-start commit, stream claim, ``helix-run-start``/``start`` flushed,
+the opening chunks (run-start commit, stream claim, ``helix-run-start``/``start`` stored,
 so the stream is readable when ``execute()`` returns) and then enqueues :data:`execute_run`
 instead of starting a local task. Until a worker takes it, the run's lease is held by the
 web executor (a hand-off lease of ``LEASE_SECONDS``). A worker takes the run with a
@@ -80,7 +80,7 @@ class TasksExecutor(LocalExecutor):
             )
 
     def _start_task(self, entry: Entry, loop: RunLoop) -> None:
-        # Called where runs live right after the opening chunks were flushed: no local task.
+        # Called where runs live right after the opening chunks were stored: no local task.
         self._entries.pop(loop.run_id, None)
         self._handoffs[loop.run_id] = loop
         entry.done.set_result("handed_off")

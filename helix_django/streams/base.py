@@ -90,6 +90,19 @@ class BaseStreamManager(abc.ABC):
         epoch (re-activation after a pause). Raises StreamFenceError otherwise.
         """
 
+    async def claim_and_append(
+        self, stream_id: str, run_id: str, *, epoch: int, chunks: Sequence[Chunk]
+    ) -> tuple[StreamInfo, list[int]]:
+        """Claim the stream (:meth:`claim_stream`), then store the claiming run's first ``chunks``.
+
+        Returns ``(info at the claim, the chunks' sequences)``. A run's opening chunks
+        (``helix-run-start``, ``start``) go out this way, before its first byte: a manager
+        that can does both in one backend write (the database manager: one transaction).
+        Raises what :meth:`claim_stream` and :meth:`append` raise.
+        """
+        info = await self.claim_stream(stream_id, run_id, epoch=epoch)
+        return info, await self.append(stream_id, run_id, chunks) if chunks else []
+
     @abc.abstractmethod
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         """Store ``chunks`` in order and return their sequences (one batch, one backend write).

@@ -240,6 +240,25 @@ class DatabaseStreamManager(BaseStreamManager):
             raise StreamFenceError(cause="stale_claim")
         return info
 
+    def _claim_and_append_sync(
+        self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk]
+    ) -> tuple[StreamInfo, list[int], StreamInfo, list[str]]:
+        """Claim and insert ``chunks`` after the claimed head in one transaction.
+
+        Returns (info at the claim, sequences, info after the chunks, their payloads).
+        """
+        with transaction.atomic(using=self.using):
+            claimed = self._claim_sync(stream_id, run_id, epoch)
+            if not chunks:
+                return claimed, [], claimed, []
+            sequences, payloads = self._insert_payloads(stream_id, run_id, claimed.head_sequence, chunks)
+            with connections[self.using].cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {self._stream_table} SET head_sequence = %s WHERE stream_id = %s",  # noqa: S608
+                    [sequences[-1], stream_id],
+                )
+        return claimed, sequences, dataclasses.replace(claimed, head_sequence=sequences[-1]), payloads
+
     def _status_sync(self, stream_id: str, run_id: str, status: str, fields: dict[str, Any]) -> StreamInfo:
         with transaction.atomic(using=self.using):
             row = self._locked(stream_id, run_id)
@@ -294,6 +313,20 @@ class DatabaseStreamManager(BaseStreamManager):
         self.tail.forget(stream_id)
         self.notifier.notify(stream_id)
         return info
+
+    async def claim_and_append(
+        self, stream_id: str, run_id: str, *, epoch: int, chunks: Sequence[Chunk]
+    ) -> tuple[StreamInfo, list[int]]:
+        """Claim and store the first ``chunks`` in one transaction and one thread hop (see the base class)."""
+        self.tail.forget(stream_id)
+        claimed, sequences, info, payloads = await self._call(
+            "claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks)
+        )
+        self.tail.forget(stream_id)
+        if sequences:
+            self.tail.extend(stream_id, info, sequences[0], payloads)
+        self.notifier.notify(stream_id)
+        return claimed, sequences
 
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         """Store ``chunks`` (see the base class); concurrent appends share one transaction (group commit).

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from helix_django.streams.base import Chunk
@@ -53,7 +52,6 @@ class StreamWriter:
         self._inflight: asyncio.Future[list[int]] | None = None
         self._error: BaseException | None = None
         self._flushed_at = -math.inf
-        self._batching = False
 
     @classmethod
     def from_settings(cls, manager: BaseStreamManager, stream_id: str, run_id: str) -> StreamWriter:
@@ -80,8 +78,6 @@ class StreamWriter:
             pending[-1] = {**pending[-1], "delta": pending[-1]["delta"] + chunk["delta"]}
             return
         pending.append(chunk)
-        if self._batching:
-            return  # sent when the batch ends
         if self._inflight is not None:
             return  # the append in flight chains the next batch
         if self._timer is not None and len(pending) < self.max_chunks:
@@ -94,22 +90,6 @@ class StreamWriter:
             self._send()
         else:
             self._timer = loop.call_later(wait, self._on_timer)
-
-    @contextlib.contextmanager
-    def batched(self) -> Iterator[None]:
-        """Hold the chunks written inside the block; they start one batch when it ends.
-
-        For chunks known to belong together (a run's opening chunks): without it, the
-        first would be appended alone at once (leading edge) and the rest after it.
-        """
-        self._batching = True
-        try:
-            yield
-        finally:
-            self._batching = False
-            # Also when the block raised: a written chunk is always stored, flush() or not.
-            if self._pending and self._inflight is None and self._error is None:
-                self._send()
 
     def _on_timer(self) -> None:
         self._timer = None

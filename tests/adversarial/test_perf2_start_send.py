@@ -48,7 +48,7 @@ def one_winner(results: list) -> RunHandle:
 
 
 async def test_two_sends_after_a_dead_run_start_one_run(executor, session, use_agents):  # noqa: F811
-    use_agents(default=agent({"PACE_TPS": 100}))
+    use_agents(default=agent({"PACE_TPS": 20}))  # still answering when its process "dies"
     dead = await dead_run(executor, session)
     use_agents(default=agent({"TEXT": "fine"}))
     results = await asyncio.gather(
@@ -65,7 +65,7 @@ async def test_two_sends_after_a_dead_run_start_one_run(executor, session, use_a
 
 
 async def test_two_processes_racing_after_an_expired_lease_start_one_run(session, use_agents):  # noqa: F811
-    use_agents(default=agent({"PACE_TPS": 100}))
+    use_agents(default=agent({"PACE_TPS": 20}))  # still answering when its process "dies"
     first, second, third = LocalExecutor(), LocalExecutor(), LocalExecutor()
     try:
         dead = await dead_run(first, session)
@@ -108,7 +108,7 @@ async def test_two_sends_while_client_tools_wait_supersede_it_once(executor, ses
 
 
 async def test_a_keyed_send_racing_its_duplicate_after_a_dead_run_gets_one_run(executor, session, use_agents):  # noqa: F811
-    use_agents(default=agent({"PACE_TPS": 100}))
+    use_agents(default=agent({"PACE_TPS": 20}))  # still answering when its process "dies"
     dead = await dead_run(executor, session)
     use_agents(default=agent({"TEXT": "fine", "PACE_TPS": 50}))
     message = user_message("keyed")
@@ -157,7 +157,7 @@ async def test_two_regenerates_after_a_dead_run_start_one_run_and_the_other_gets
 ):
     from helix_django.errors import HelixError
 
-    use_agents(default=agent({"PACE_TPS": 100}))
+    use_agents(default=agent({"PACE_TPS": 20}))  # still answering when its process "dies"
     dead = await dead_run(executor, session)
     use_agents(default=agent({"TEXT": "again"}))
     results = await asyncio.gather(

@@ -153,16 +153,25 @@ async def test_a_send_after_a_dead_run_retires_it_as_interrupted(executor, sessi
     assert (await rows(session.id))[1]["metadata"]["helix"]["partial"] is True
 
 
-async def test_a_new_run_stores_its_opening_chunks_in_one_append(executor, session, use_agents):
+async def test_a_new_run_stores_its_opening_chunks_with_its_claim(executor, session, use_agents):
     use_agents(default=agent({"PACE_TPS": 5, "TEXT": "slow reply"}))
     manager = get_stream_manager()
     batches = record_batches(manager)
+    claims = []
+    original = manager.claim_and_append
+
+    async def recording(stream_id, run_id, *, epoch, chunks):
+        claims.append([chunk["type"] for chunk in chunks])
+        return await original(stream_id, run_id, epoch=epoch, chunks=chunks)
+
+    manager.claim_and_append = recording
     try:
         handle = await executor.execute(session, [user_message("hi")])
-        # One write before the caller's first byte.
-        assert [[chunk["type"] for chunk in batch] for batch in batches] == [["helix-run-start", "start"]]
+        # One write before the caller's first byte: the claim carries the opening chunks.
+        assert (claims, batches) == ([["helix-run-start", "start"]], [])
+        assert [c["type"] for _s, c in await manager.read_all(session.stream_id)][:2] == ["helix-run-start", "start"]
     finally:
-        del manager.append_soon
+        del manager.append_soon, manager.claim_and_append
     await executor.cancel(session=session, run_id=handle.run_id)
 
 
@@ -220,7 +229,7 @@ async def test_a_failure_after_the_run_start_commit_is_never_retryable(executor,
         raise StreamConnectionError(cause="claim")
 
     use_agents(default=agent())  # (re)builds the stream managers: patch the one in use after it
-    monkeypatch.setattr(get_stream_manager(), "claim_stream", broken_claim)
+    monkeypatch.setattr(get_stream_manager(), "claim_and_append", broken_claim)
     with pytest.raises(FrameworkInternalError) as caught:
         await executor.execute(session, [user_message("hi")])
     assert caught.value.status == 500 and caught.value.to_body()["retryable"] is False

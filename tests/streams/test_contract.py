@@ -213,17 +213,21 @@ async def test_writer_chains_chunks_written_during_an_append_onto_it_without_a_t
     assert writer.last_sequence == 5
 
 
-async def test_writer_stores_the_chunks_of_a_batched_block_as_one_batch(manager):
-    await manager.claim_stream("s1", "run_a", epoch=1)
-    batches = record_batches(manager)
-    writer = StreamWriter(manager, "s1", "run_a", flush_interval_ms=60_000, max_chunks=50)
-    with writer.batched():
-        for n in range(1, 4):
-            writer.write(chunk(n))  # without the block, the first would go out alone (leading edge)
-        assert batches == []  # nothing leaves before the block ends
-    assert await writer.flush() == 3
-    assert [len(batch) for batch in batches] == [3]
-    assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
+async def test_claim_and_append_stores_a_runs_first_chunks_right_after_the_claimed_head(manager):
+    info, sequences = await manager.claim_and_append("s1", "run_a", epoch=1, chunks=[chunk(1), chunk(2)])
+    assert (info.run_id, info.head_sequence, sequences) == ("run_a", 0, [1, 2])
+    assert await manager.append("s1", "run_a", [chunk(3)]) == [3]
+    reader = await manager.create_resumable_reader("s1", from_sequence=3)
+    info, sequences = await manager.claim_and_append("s1", "run_b", epoch=2, chunks=[chunk(4, run="run_b")])
+    assert (info.run_id, info.head_sequence, sequences) == ("run_b", 3, [4])
+    assert await asyncio.wait_for(collect(reader, limit=1), TIMEOUT) == [(4, chunk(4, run="run_b"))]
+    with pytest.raises(StreamFenceError):  # a stale claim stores nothing
+        await manager.claim_and_append("s1", "run_a", epoch=1, chunks=[chunk(9)])
+    with pytest.raises(StreamFenceError):
+        await manager.append("s1", "run_a", [chunk(9)])
+    info, sequences = await manager.claim_and_append("s1", "run_b", epoch=2, chunks=[])  # the holder, nothing to add
+    assert (info.head_sequence, sequences) == (4, [])
+    assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3, 4]
 
 
 async def test_a_caught_up_reader_reads_once_per_wake_up(manager):
