@@ -204,8 +204,8 @@ def start_run(request: RunStartRequest) -> RunStartResult:
 def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
     now = timezone.now()
     with transaction.atomic():
-        if create:  # no read first: the insert fails on the primary key if the row exists
-            session = ChatSession.objects.create(pk=request.session_id, **dataclasses.asdict(request.new_session))
+        if create:  # inserted with its first run below: no read first, the primary key refuses a duplicate
+            session = ChatSession(pk=request.session_id, **dataclasses.asdict(request.new_session))
         else:
             session = _lock_session(request.session_id)
             if request.new_session is not None and not _is_owner(session, request.new_session):
@@ -241,7 +241,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         if inputs and inputs[-1].get("role") == "assistant":
             response_position = positions[-1]
             response_id = inputs[-1]["id"]
-        run = Run.objects.create(
+        run = Run(
             id=new_id("run"),
             session=session,
             status=RunStatus.STARTING,
@@ -263,13 +263,16 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             continuation=request.continuation,
         )
         message_count = count
+        session.current_run, session.message_count = run, message_count
+        if create:  # one INSERT with its final fields (foreign keys are checked at commit)
+            session.save(force_insert=True)
+        run.save(force_insert=True)
         cp = _checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
         for position, message in zip(positions, inputs, strict=True):
             # Positions from ``first_new`` on hold no active row (the session counts [0, n)).
             _write_message(session, position, message, run=run, checkpoint_id=cp.id, is_new=position >= first_new)
-        session.current_run = run
-        session.message_count = message_count
-        session.save(update_fields=["current_run", "message_count", "updated_at"])
+        if not create:
+            session.save(update_fields=["current_run", "message_count", "updated_at"])
     return RunStartResult(run=run, checkpoint=cp, truncate_checkpoint=truncate_cp, superseded_run_ids=live)
 
 
