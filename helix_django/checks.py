@@ -76,6 +76,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="helix_django.W002",
             )
         )
+    messages.extend(_check_database())
     db = settings.DATABASES.get("default", {})
     if uses_database and db.get("ENGINE", "").endswith("sqlite3"):
         init = (db.get("OPTIONS") or {}).get("init_command", "")
@@ -88,6 +89,33 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 )
             )
     return messages
+
+
+#: Database vendors the store and the database stream manager are written for.
+SUPPORTED_VENDORS = ("sqlite", "postgresql")
+
+
+def _check_database() -> list[Any]:
+    """E006 when helix's tables live on a database other than SQLite or PostgreSQL.
+
+    Their writes rely on deferred foreign keys (a new session and its first run are
+    inserted in one transaction) and on ``INSERT .. ON CONFLICT`` (stream claims).
+    """
+    from django.db import connections, router
+
+    from helix_django.models import Run
+
+    alias = router.db_for_write(Run) or "default"
+    vendor = connections[alias].vendor
+    if vendor in SUPPORTED_VENDORS:
+        return []
+    return [
+        Error(
+            f"helix_django's tables are on database {alias!r} ({vendor}); SQLite and PostgreSQL are supported.",
+            hint="Route helix_django's models to a SQLite or PostgreSQL database (DATABASE_ROUTERS).",
+            id="helix_django.E006",
+        )
+    ]
 
 
 #: Settings that must be positive numbers (seconds, milliseconds, bytes, counts).

@@ -29,6 +29,15 @@ def test_unknown_key_and_bad_backend_paths():
     assert all(m.hint for m in messages)
 
 
+def test_a_database_other_than_sqlite_or_postgresql_is_an_error(monkeypatch):
+    from django.db import connection
+
+    monkeypatch.setattr(connection, "vendor", "mysql")
+    messages = check_settings()
+    assert ids(messages) == ["helix_django.E006"]
+    assert "mysql" in messages[0].msg and messages[0].hint
+
+
 def test_not_a_dict():
     with override_settings(HELIX=["x"]):
         assert ids(check_settings()) == ["helix_django.E001"]
