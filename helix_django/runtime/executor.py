@@ -302,6 +302,8 @@ class LocalExecutor(RestartsMixin):
                 logger.info("run %s task stopped without ending the run (process going away)", loop.run_id)
             finally:
                 self._entries.pop(loop.run_id, None)
+                # wait() needs only the outcome: the run's loop (its message, writer, agent) is let go.
+                entry.loop = entry.task = None
                 self._recent[loop.run_id] = entry
                 while len(self._recent) > RECENT_RUNS:
                     self._recent.pop(next(iter(self._recent)))

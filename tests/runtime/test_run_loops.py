@@ -66,3 +66,16 @@ async def test_close_abandons_the_runs_on_the_main_threads_loop(executor, sessio
     handle = await executor.execute(session, [user_message("hi")])
     executor.close()
     assert await executor.wait(handle.run_id, 10) == "abandoned"
+
+
+async def test_an_ended_run_keeps_only_its_outcome_for_wait(executor, session, use_agents):
+    import gc
+    import weakref
+
+    use_agents(default=agent({"TEXT": "one two three", "PACE_TPS": 200}))
+    handle = await executor.execute(session, [user_message("hi")])
+    run_loop = weakref.ref(executor._entries[handle.run_id].loop)
+    assert await executor.wait(handle.run_id, 10) == "completed"
+    gc.collect()
+    assert run_loop() is None  # its message, writer and agent are not kept by the recent-runs memory
+    assert await executor.wait(handle.run_id, 1) == "completed"
