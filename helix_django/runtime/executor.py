@@ -199,9 +199,11 @@ class LocalExecutor(RestartsMixin):
         agent = get_agent(session.agent)
         manager = get_stream_manager()
         request = launch.request
-        if session._state.adding:  # a chat's first send: the run-start commit creates the session
+        if session._state.adding:
+            # A chat's first send: the run-start commit creates the session. Its stream has
+            # no head to read (a stale stream's head is caught by the claim below).
             request.new_session = store.NewSession(session.owner_id, session.anonymous_key, session.agent)
-        else:  # a new session has no stream yet (a stale one's head is caught by the claim below)
+        else:
             info = await manager.get_info(session.stream_id)
             request.stream_sequence = info.head_sequence if info else 0
         request.agent, request.provider, request.model = agent.name, agent.provider.name, agent.model
