@@ -13,6 +13,7 @@ and the run goes on.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -43,36 +44,44 @@ def get_executor() -> Any:
     return runtime_get_executor()
 
 
-def _identify(
-    scope: dict[str, Any], body: bytes, request: ChatRequest | None, create_anonymous: bool
-) -> tuple[Identity, ChatSession | None]:
-    """Authenticate, then read the session row a send names, in one trip to the ORM's thread."""
+@dataclasses.dataclass(frozen=True)
+class _Caller:
+    """What one trip to the ORM's thread learns about a chat request's caller and session."""
+
+    identity: Identity
+    session: ChatSession | None = None
+    """The session row a send names (None: none yet, or the request carries no message)."""
+    holds_last_message: bool = False
+    """The session already holds the body's trailing message: the request resumes, it sends nothing."""
+
+
+def _may_hold_last_message(request: ChatRequest) -> bool:
+    """Whether the trailing message may be one the session holds (a resume by POST, 002); else it is a send."""
+    last = request.messages[-1]
+    keyed_or_edit = request.trigger == "regenerate-message" or request.message_id or request.request_key
+    return not keyed_or_edit and last["role"] != "assistant"
+
+
+def _identify(scope: dict[str, Any], body: bytes, request: ChatRequest | None, create_anonymous: bool) -> _Caller:
+    """Authenticate, then read the session row a send names (and whether it holds the trailing message)."""
     identity = authenticate(scope, body, create_anonymous=create_anonymous)
     if request is None or not request.has_messages:
-        return identity, None
-    return identity, ChatSession.objects.filter(pk=request.session_id).first()
+        return _Caller(identity)
+    session = ChatSession.objects.filter(pk=request.session_id).first()
+    if session is None or not _may_hold_last_message(request):
+        return _Caller(identity, session)
+    held = Message.objects.filter(session=session, ui_id=request.messages[-1]["id"], position__isnull=False)
+    return _Caller(identity, session, held.exists())
 
 
-def _session_for_send(
-    request: ChatRequest, identity: Identity, session: ChatSession | None
-) -> tuple[ChatSession, bool]:
-    """Return ``(session, created)``: the caller's session, or an unsaved one its send's run-start commit creates."""
-    owner = identity.owner
-    if session is None:
-        return ChatSession(id=request.session_id, owner_id=owner.user_id, anonymous_key=owner.anonymous_key), True
-    if not owner.owns(session):
+def _session_for_send(request: ChatRequest, caller: _Caller) -> ChatSession:
+    """Return the caller's session, or an unsaved one its send's run-start commit creates."""
+    owner = caller.identity.owner
+    if caller.session is None:
+        return ChatSession(id=request.session_id, owner_id=owner.user_id, anonymous_key=owner.anonymous_key)
+    if not owner.owns(caller.session):
         raise SessionNotFoundError()
-    return session, False
-
-
-async def _is_send(request: ChatRequest, session: ChatSession, created: bool) -> bool:
-    last = request.messages[-1]
-    if created or request.trigger == "regenerate-message" or request.message_id or request.request_key:
-        return True
-    if last["role"] == "assistant":
-        return True
-    committed = await Message.objects.filter(session=session, ui_id=last["id"], position__isnull=False).aexists()
-    return not committed
+    return caller.session
 
 
 async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession) -> ResponsePlan:
@@ -112,17 +121,14 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     )
 
 
-async def plan_chat(request: ChatRequest, identity: Identity, row: ChatSession | None) -> ResponsePlan:
-    """Decide between a send and a resume and plan the response (before any header is sent).
-
-    ``row`` is the session row of a send, read with the authentication (None: not found).
-    """
+async def plan_chat(request: ChatRequest, caller: _Caller) -> ResponsePlan:
+    """Decide between a send and a resume and plan the response (before any header is sent)."""
     if request.has_messages:
-        session, created = _session_for_send(request, identity, row)
-        if await _is_send(request, session, created):
-            return await plan_send(request, identity, session)
+        session = _session_for_send(request, caller)
+        if not caller.holds_last_message:
+            return await plan_send(request, caller.identity, session)
     else:
-        session = await sync_to_async(get_owned_session)(request.session_id, identity.owner)
+        session = await sync_to_async(get_owned_session)(request.session_id, caller.identity.owner)
     return await plan_resume(request, session)
 
 
@@ -154,14 +160,15 @@ class ChatConsumer:
             request, invalid = _parse(scope, body)
             try:  # an invalid request never creates an anonymous visitor's Django session
                 create_anonymous = scope["method"] == "POST" and not invalid
-                identity, row = await sync_to_async(_identify)(scope, body, request, create_anonymous)
+                caller = await sync_to_async(_identify)(scope, body, request, create_anonymous)
+                identity = caller.identity
             except NotAuthenticatedError:
                 if invalid is not None and helix_settings.ALLOW_ANONYMOUS:
                     raise invalid from None
                 raise
             if invalid is not None:
                 raise invalid
-            disconnected, plan = await run_until_disconnect(receive, plan_chat(request, identity, row))
+            disconnected, plan = await run_until_disconnect(receive, plan_chat(request, caller))
         except ClientDisconnected:
             return
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
