@@ -260,6 +260,21 @@ class DatabaseStreamManager(BaseStreamManager):
         return claimed, sequences, dataclasses.replace(claimed, head_sequence=sequences[-1]), payloads
 
     def _status_sync(self, stream_id: str, run_id: str, status: str, fields: dict[str, Any]) -> StreamInfo:
+        connection = connections[self.using]
+        if status != FAILED and connection.features.can_return_columns_from_insert:
+            # End or pause: one fenced UPDATE .. RETURNING (a run's last write before its next send).
+            names = ["status", *fields, "updated_at"]
+            values = [status, *fields.values(), connection.ops.adapt_datetimefield_value(timezone.now())]
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"UPDATE {self._stream_table} SET {', '.join(f'{name} = %s' for name in names)} "  # noqa: S608
+                    f"WHERE stream_id = %s AND run_id = %s RETURNING {INFO_COLUMNS}",
+                    [*values, stream_id, run_id],
+                )
+                row = cursor.fetchone()
+            if row is None:
+                raise StreamFenceError(cause="stream_claimed_by_other_run")
+            return _info_of(stream_id, row)
         with transaction.atomic(using=self.using):
             row = self._locked(stream_id, run_id)
             if status == FAILED:

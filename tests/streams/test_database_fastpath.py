@@ -131,3 +131,33 @@ async def test_the_claim_upsert_keeps_the_fence(returning, monkeypatch):
     assert (taken.run_id, taken.epoch, taken.head_sequence) == ("run_c", 4, 3)
     await manager.purge_stream("s1")  # nobody holds a purged stream: any epoch claims it
     assert (await manager.claim_stream("s1", "run_d", epoch=1)).run_id == "run_d"
+
+
+@pytest.mark.parametrize("returning", [True, False], ids=["returning", "without-returning"])
+async def test_ending_and_pausing_are_fenced_on_the_claiming_run(returning, monkeypatch):
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def on_orm_thread():
+        monkeypatch.setattr(connection.features, "can_return_columns_from_insert", returning)
+
+    await sync_to_async(on_orm_thread)()
+    manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [delta(1)])
+    for stale in (manager.end_stream("s1", "run_b"), manager.pause_stream("s1", "run_b")):
+        with pytest.raises(StreamFenceError):
+            await stale
+    paused = await manager.pause_stream("s1", "run_a")
+    assert (paused.status, paused.run_id, paused.head_sequence, paused.end_status) == ("paused", "run_a", 1, "")
+    await manager.claim_stream("s1", "run_a", epoch=1)
+
+    def end():
+        with CaptureQueriesContext(connection) as queries:
+            return manager._status_sync("s1", "run_a", "ended", {"end_status": "cancelled"}), len(queries)
+
+    ended, statements = await sync_to_async(end)()
+    assert (ended.status, ended.end_status, ended.head_sequence) == ("ended", "cancelled", 1)
+    assert statements == (1 if returning else 4)  # one UPDATE .. RETURNING (or BEGIN, SELECT, UPDATE, COMMIT)
+    assert (await manager.get_info("s1")).status == "ended"
