@@ -10,6 +10,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import StreamChunk
@@ -99,24 +102,30 @@ async def test_the_tail_can_be_disabled():
     assert (await manager.read_after("s1", 0))[0] == [(1, delta(1))]
 
 
-@pytest.mark.parametrize("returning", [True, False], ids=["returning", "without-returning"])
-async def test_the_claim_upsert_keeps_the_fence(returning, monkeypatch):
-    from asgiref.sync import sync_to_async
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
+@pytest.fixture(params=[True, False], ids=["returning", "without-returning"])
+async def returning(request, monkeypatch):
+    """Whether the database answers ``RETURNING`` (SQLite < 3.35 does not), set on the ORM thread's connection."""
 
-    # On the ORM thread's connection, where the manager's queries run (SQLite < 3.35: False).
     def on_orm_thread():
-        monkeypatch.setattr(connection.features, "can_return_columns_from_insert", returning)
+        monkeypatch.setattr(connection.features, "can_return_columns_from_insert", request.param)
 
     await sync_to_async(on_orm_thread)()
-    manager = DatabaseStreamManager("default", {})
+    return request.param
 
-    def first_claim():
+
+async def counted(fn, *args):
+    """Run the manager's sync ``fn(*args)`` on the ORM thread; return (its result, statements executed)."""
+
+    def run():
         with CaptureQueriesContext(connection) as queries:
-            return manager._claim_sync("s1", "run_a", 3), len(queries)
+            return fn(*args), len(queries)
 
-    first, statements = await sync_to_async(first_claim)()
+    return await sync_to_async(run)()
+
+
+async def test_the_claim_upsert_keeps_the_fence(returning):
+    manager = DatabaseStreamManager("default", {})
+    first, statements = await counted(manager._claim_sync, "s1", "run_a", 3)
     assert statements == (1 if returning else 4)  # one upsert (or BEGIN, upsert, SELECT, COMMIT)
     assert (first.status, first.run_id, first.epoch, first.head_sequence) == ("active", "run_a", 3, 0)
     await manager.append("s1", "run_a", [delta(1), delta(2)])
@@ -133,16 +142,7 @@ async def test_the_claim_upsert_keeps_the_fence(returning, monkeypatch):
     assert (await manager.claim_stream("s1", "run_d", epoch=1)).run_id == "run_d"
 
 
-@pytest.mark.parametrize("returning", [True, False], ids=["returning", "without-returning"])
-async def test_ending_and_pausing_are_fenced_on_the_claiming_run(returning, monkeypatch):
-    from asgiref.sync import sync_to_async
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    def on_orm_thread():
-        monkeypatch.setattr(connection.features, "can_return_columns_from_insert", returning)
-
-    await sync_to_async(on_orm_thread)()
+async def test_ending_and_pausing_are_fenced_on_the_claiming_run(returning):
     manager = DatabaseStreamManager("default", {})
     await manager.claim_stream("s1", "run_a", epoch=1)
     await manager.append("s1", "run_a", [delta(1)])
@@ -152,12 +152,7 @@ async def test_ending_and_pausing_are_fenced_on_the_claiming_run(returning, monk
     paused = await manager.pause_stream("s1", "run_a")
     assert (paused.status, paused.run_id, paused.head_sequence, paused.end_status) == ("paused", "run_a", 1, "")
     await manager.claim_stream("s1", "run_a", epoch=1)
-
-    def end():
-        with CaptureQueriesContext(connection) as queries:
-            return manager._status_sync("s1", "run_a", "ended", {"end_status": "cancelled"}), len(queries)
-
-    ended, statements = await sync_to_async(end)()
+    ended, statements = await counted(manager._status_sync, "s1", "run_a", "ended", {"end_status": "cancelled"})
     assert (ended.status, ended.end_status, ended.head_sequence) == ("ended", "cancelled", 1)
     assert statements == (1 if returning else 4)  # one UPDATE .. RETURNING (or BEGIN, SELECT, UPDATE, COMMIT)
     assert (await manager.get_info("s1")).status == "ended"
