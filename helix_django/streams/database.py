@@ -139,11 +139,17 @@ class DatabaseStreamManager(BaseStreamManager):
             raise StreamFenceError(cause="stream_claimed_by_other_run")
         if info.status != ACTIVE:
             raise StreamFenceError(cause="stream_not_active")
-        sequences, payloads = self._insert_payloads(stream_id, run_id, info.head_sequence, chunks)
+        return self._insert_after(info, run_id, chunks)
+
+    def _insert_after(
+        self, info: StreamInfo, run_id: str, chunks: Sequence[Chunk]
+    ) -> tuple[list[int], StreamInfo, list[str]]:
+        """Insert ``chunks`` after ``info``'s head and move the head (the caller locked the row, checked the fence)."""
+        sequences, payloads = self._insert_payloads(info.stream_id, run_id, info.head_sequence, chunks)
         with connections[self.using].cursor() as cursor:
             cursor.execute(
                 f"UPDATE {self._stream_table} SET head_sequence = %s WHERE stream_id = %s",  # noqa: S608
-                [sequences[-1], stream_id],
+                [sequences[-1], info.stream_id],
             )
         return sequences, dataclasses.replace(info, head_sequence=sequences[-1]), payloads
 
@@ -247,17 +253,12 @@ class DatabaseStreamManager(BaseStreamManager):
 
         Returns (info at the claim, sequences, info after the chunks, their payloads).
         """
+        if not chunks:  # a claim alone: one statement, no transaction around it
+            claimed = self._claim_sync(stream_id, run_id, epoch)
+            return claimed, [], claimed, []
         with transaction.atomic(using=self.using):
             claimed = self._claim_sync(stream_id, run_id, epoch)
-            if not chunks:
-                return claimed, [], claimed, []
-            sequences, payloads = self._insert_payloads(stream_id, run_id, claimed.head_sequence, chunks)
-            with connections[self.using].cursor() as cursor:
-                cursor.execute(
-                    f"UPDATE {self._stream_table} SET head_sequence = %s WHERE stream_id = %s",  # noqa: S608
-                    [sequences[-1], stream_id],
-                )
-        return claimed, sequences, dataclasses.replace(claimed, head_sequence=sequences[-1]), payloads
+            return claimed, *self._insert_after(claimed, run_id, chunks)
 
     def _status_sync(self, stream_id: str, run_id: str, status: str, fields: dict[str, Any]) -> StreamInfo:
         connection = connections[self.using]
@@ -323,11 +324,7 @@ class DatabaseStreamManager(BaseStreamManager):
             raise raise_connection_error(exc, what) from exc
 
     async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
-        self.tail.forget(stream_id)
-        info = await self._call("claim", self._claim_sync, stream_id, run_id, epoch)
-        self.tail.forget(stream_id)
-        self.notifier.notify(stream_id)
-        return info
+        return (await self.claim_and_append(stream_id, run_id, epoch=epoch, chunks=()))[0]
 
     async def claim_and_append(
         self, stream_id: str, run_id: str, *, epoch: int, chunks: Sequence[Chunk]
