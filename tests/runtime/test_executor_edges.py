@@ -140,7 +140,7 @@ async def test_a_new_message_while_client_tools_wait_supersedes_the_suspended_ru
 
 
 async def test_a_send_after_a_dead_run_retires_it_as_interrupted(executor, session, use_agents):
-    use_agents(default=agent({"PACE_TPS": 100}))
+    use_agents(default=agent({"PACE_TPS": 20}))  # still answering when its process "dies"
     first = await executor.execute(session, [user_message("long")])
     await asyncio.sleep(0.1)
     assert executor.abandon(first.run_id)  # the process "died"
