@@ -99,7 +99,7 @@ async def ainterrupt(run: Run, partial: PartialOutput, *, stage: str, cause: str
     body = RunInterruptedError(cause=cause, runId=run.id).to_body()
     await aclose_stream(run, [{"type": "helix-run-end", "status": "interrupted"}], end_status=None, error=body)
     ended = await sync_to_async(_fresh)(run.id)
-    await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.INTERRUPTED)
+    await run_finished.asend(sender=Run, run=ended, status=RunStatus.INTERRUPTED)
     telemetry.emit(
         "run.interrupted",
         **telemetry.run_fields(ended),
@@ -163,7 +163,7 @@ async def acomplete_from_provider(run: Run, result: Any) -> Run:
         run, [resync, {"type": "helix-run-end", "status": "completed"}], end_status="completed", error=None
     )
     ended = await sync_to_async(_fresh)(run.id)
-    await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.COMPLETED)
+    await run_finished.asend(sender=Run, run=ended, status=RunStatus.COMPLETED)
     return ended
 
 
@@ -191,5 +191,5 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
     if run.status != RunStatus.INTERRUPTED:
         await aclose_stream(run, [{"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None)
     ended = await sync_to_async(_fresh)(run.id)
-    await sync_to_async(run_finished.send)(sender=Run, run=ended, status=RunStatus.CANCELLED)
+    await run_finished.asend(sender=Run, run=ended, status=RunStatus.CANCELLED)
     return ended

@@ -51,13 +51,13 @@ class EndingsMixin:
             metadata["usage"] = dict(self.usage)
         self.emit({"type": "finish", "finishReason": reason, "messageMetadata": metadata})
         sequence = await self.flush()
-        await store.acommit_terminal(
+        checkpoint = await store.acommit_terminal(
             self.run_id, RunStatus.COMPLETED, response_message=self.acc.snapshot(), stream_sequence=sequence
         )
         self.emit({"type": "helix-run-end", "status": "completed"})
         await self.flush()
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="completed")
-        return await self._finished(RunStatus.COMPLETED)
+        return await self._finished(checkpoint.run, RunStatus.COMPLETED)
 
     async def _suspend(self) -> str:
         self.is_ending = True
@@ -71,14 +71,14 @@ class EndingsMixin:
         for (kind, part_id), _part in list(self.acc._open.items()):
             self.emit({"type": f"{kind}-end", "id": part_id}, content=True)
 
-    async def _end_partial(self, status: str, error: HelixError | None) -> int:
-        """Close open parts, mark the message partial, commit it terminal; return the stream sequence."""
+    async def _end_partial(self, status: str, error: HelixError | None) -> Run:
+        """Close open parts, mark the message partial, commit it terminal; return the Run as committed."""
         self.is_ending = True
         self._close_open_parts()
         if self.acc.parts:
             self.emit({"type": "message-metadata", "messageMetadata": self._helix_metadata(status)})
         sequence = await self.flush()
-        await store.acommit_terminal(
+        checkpoint = await store.acommit_terminal(
             self.run_id,
             status,
             response_message=self.acc.snapshot(),
@@ -88,7 +88,8 @@ class EndingsMixin:
             stage=self.stage,
         )
         self.emit({"type": "helix-run-end", "status": status})
-        return await self.flush()
+        await self.flush()
+        return checkpoint.run
 
     async def _end_failed(self, exc: BaseException) -> str:
         if isinstance(exc, ProviderError) and exc.cause == "stream_dropped":
@@ -99,14 +100,14 @@ class EndingsMixin:
             if not isinstance(exc, HelixError):
                 logger.error("run %s failed unexpectedly: %s", self.run_id, type(exc).__name__)
         logger.info("run %s ended %s (%s) at stage %s", self.run_id, status, error.code, self.stage)
-        await self._end_partial(status, error)
+        run = await self._end_partial(status, error)
         await self.manager.fail_stream(self.writer.stream_id, self.run_id, error.to_body())
-        return await self._finished(status)
+        return await self._finished(run, status)
 
     async def _end_cancelled(self) -> str:
-        await self._end_partial(RunStatus.CANCELLED, None)
+        run = await self._end_partial(RunStatus.CANCELLED, None)
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
-        return await self._finished(RunStatus.CANCELLED)
+        return await self._finished(run, RunStatus.CANCELLED)
 
     async def _settle_after_fence(self) -> str:
         """The run lost its right to write: report why; end its stream if it was cancelled elsewhere.
@@ -126,13 +127,7 @@ class EndingsMixin:
                 pass  # a newer run holds the stream
         return status
 
-    async def _finished(self, status: str) -> str:
-        await announce_finished(self.run_id, status)
-        return status
-
-
-async def announce_finished(run_id: str, status: str) -> None:
-    """Send ``run_finished`` for a run that reached a terminal status."""
-    run = await Run.objects.filter(pk=run_id).afirst()
-    if run is not None:
+    async def _finished(self, run: Run, status: str) -> str:
+        """Send ``run_finished`` with ``run`` as its terminal commit left it (no re-read); return ``status``."""
         await run_finished.asend(sender=Run, run=run, status=status)
+        return status

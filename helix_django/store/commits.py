@@ -321,7 +321,8 @@ def commit_terminal(
     partial and never shown as a finished answer (000, "Store partial output
     explicitly"). ``error`` is kept scrubbed (code, category, retryable, fixed message).
     ``allow_terminal_from`` lets recovery end a run already in one of those statuses.
-    Raises RunSupersededError when the run no longer holds its session.
+    Returns the terminal checkpoint; its ``run`` is the Run as committed (no re-read
+    needed). Raises RunSupersededError when the run no longer holds its session.
     """
     if status not in TERMINAL_COMMIT_STATUSES:
         raise ValueError(f"not a terminal status: {status}")
@@ -380,6 +381,8 @@ def commit_terminal(
                 error_message=detail["message"][:200],
             )
         Run.objects.filter(pk=run_id).update(**fields)
+        for name, value in fields.items():  # the checkpoint's ``run`` is the run as committed
+            setattr(run, name, value)
     return cp
 
 

@@ -121,6 +121,13 @@ def test_step_and_terminal_commits(session):
     assert row.checkpoint_id == cp2.id
     run.refresh_from_db()
     assert (run.status, run.step_count, run.lease_owner) == ("completed", 2, "")
+    committed = cp2.run  # the run as the commit left it: what run_finished receivers get, without a re-read
+    assert [getattr(committed, f) for f in ("status", "step_count", "lease_owner", "finished_at")] == [
+        run.status,
+        run.step_count,
+        run.lease_owner,
+        run.finished_at,
+    ]
     with pytest.raises(RunSupersededError):
         store.commit_step(
             run.id, response_message=assistant(run.response_message_id, "x"), stream_sequence=21, step_count=3

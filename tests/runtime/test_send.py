@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
 
 from helix_django.models import Checkpoint, Run
 from helix_django.runtime.executor import RunHandle
 from helix_django.runtime.providers.scripted import default_reply, tokenize
+from helix_django.signals import run_finished
 from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
 from tests.runtime.conftest import accumulate, agent, rows, run_chunks, stream_chunks, text, user_message
@@ -180,3 +183,42 @@ async def test_run_started_does_not_hold_up_the_handle_and_a_failing_receiver_is
         assert any("run_started receiver failed" in r.getMessage() for r in caplog.records)
     finally:
         run_started.disconnect(dispatch_uid="test-failing-receiver")
+
+
+async def test_run_finished_gets_the_committed_run_without_reading_it_again(executor, session, use_agents):
+    """The run's end sends ``run_finished`` with the Run its terminal commit wrote: no query of the
+    run table between that commit and the signal, so a client's next send (sent on ``[DONE]``) does
+    not wait behind it on the ORM's thread. The built-in receivers (telemetry) are coroutines:
+    ``asend`` awaits them on the run's loop, no thread hop."""
+    use_agents(default=agent())
+    statements: list[str] = []
+    received: list[tuple[str, str, object, int]] = []
+
+    def record(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    async def receiver(sender, run, status, **kwargs):
+        received.append((run.status, status, run.finished_at, len(statements)))
+
+    def install():
+        connection.execute_wrappers.append(record)
+
+    def uninstall():
+        connection.execute_wrappers.remove(record)
+
+    await sync_to_async(install)()
+    run_finished.connect(receiver, dispatch_uid="test-run-finished-committed")
+    try:
+        handle = await executor.execute(session, [user_message("Hello?")])
+        assert await executor.wait(handle.run_id, 10) in (None, "completed")
+    finally:
+        run_finished.disconnect(dispatch_uid="test-run-finished-committed")
+        await sync_to_async(uninstall)()
+    [(run_status, status, finished_at, seen)] = received
+    assert (run_status, status) == ("completed", "completed") and finished_at is not None
+    run_table = Run._meta.db_table
+    terminal = max(i for i, sql in enumerate(statements[:seen]) if sql.startswith(f'UPDATE "{run_table}"'))
+    reads = [sql for sql in statements[terminal + 1 : seen] if f'FROM "{run_table}"' in sql]
+    assert reads == []
+    assert all(asyncio.iscoroutinefunction(r) for r in run_finished._live_receivers(Run)[1])
