@@ -13,6 +13,7 @@ import abc
 import asyncio
 import dataclasses
 import logging
+import weakref
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
@@ -48,6 +49,12 @@ class StreamInfo:
     """For ``ended``: how the run ended (``completed``, ``cancelled``, ``interrupted``)."""
     error: dict[str, Any] | None = None
     """For ``failed``: the typed error body."""
+
+    def with_head(self, head_sequence: int) -> StreamInfo:
+        """Return this info with ``head_sequence`` moved (half the cost of ``dataclasses.replace``: the append path)."""
+        return StreamInfo(
+            self.stream_id, self.status, head_sequence, self.run_id, self.epoch, self.end_status, self.error
+        )
 
 
 class BaseStreamManager(abc.ABC):
@@ -256,6 +263,9 @@ class ResumableReader:
         self._closed = False
         self._kept: Any = None
         """A waiter subscribed before the last read, kept while that read's chunks are yielded."""
+        self._parked: Any = None
+        """The waiter this reader is parked on, if any (the fail-safe timer wakes it)."""
+        self._fail_safe: asyncio.TimerHandle | None = None
         self.last_info: StreamInfo | None = info
         """The stream info seen by the last read: the terminal status once the reader ended."""
 
@@ -312,16 +322,36 @@ class ResumableReader:
                 if self._is_live(info):
                     self._waiting_for_live = False
                 else:
-                    await waiter.wait(self.fail_safe_seconds)
+                    await self._park(waiter)
                     continue
             if info is None or info.status in TERMINAL_STREAM_STATUSES:
                 waiter.cancel()
                 break
-            await waiter.wait(self.fail_safe_seconds)
+            await self._park(waiter)
         self._release()
         raise StopAsyncIteration
 
+    async def _park(self, waiter: Any) -> None:
+        """Wait for ``waiter`` or the fail-safe timer, whichever comes first.
+
+        One timer per ``fail_safe_seconds``, not one per wait (a live reader parks once per
+        stored chunk): armed when none is pending, it wakes whichever wait is parked when it
+        fires. A reader so re-reads at most once per period without a wake-up, which only
+        guards against a lost cross-process wake-up (docs/performance.md).
+        """
+        if self._fail_safe is None:
+            loop = asyncio.get_running_loop()
+            self._fail_safe = loop.call_later(self.fail_safe_seconds, _fail_safe_fired, weakref.ref(self))
+        self._parked = waiter
+        try:
+            await waiter.wait()
+        finally:
+            self._parked = None
+
     def _release(self) -> None:
+        if self._fail_safe is not None:
+            self._fail_safe.cancel()
+            self._fail_safe = None
         self.caught_up.set()
         self._closed = True
         if self._kept is not None:
@@ -339,6 +369,15 @@ class ResumableReader:
         kept: Any = getattr(self, "_kept", None)
         if kept is not None and not kept._loop.is_closed():
             kept._loop.call_soon_threadsafe(kept.cancel)
+
+
+def _fail_safe_fired(ref: weakref.ref[ResumableReader]) -> None:
+    """Wake the reader's parked wait, if any (a weak reference: the timer keeps no reader alive)."""
+    reader = ref()
+    if reader is not None:
+        reader._fail_safe = None
+        if reader._parked is not None:
+            reader._parked.expire()
 
 
 def raise_connection_error(exc: BaseException, what: str) -> StreamConnectionError:

@@ -11,7 +11,6 @@ processes through the Channels layer (:mod:`helix_django.streams.broadcast`).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import weakref
 from collections.abc import Sequence
@@ -151,7 +150,7 @@ class DatabaseStreamManager(BaseStreamManager):
                 f"UPDATE {self._stream_table} SET head_sequence = %s WHERE stream_id = %s",  # noqa: S608
                 [sequences[-1], info.stream_id],
             )
-        return sequences, dataclasses.replace(info, head_sequence=sequences[-1]), payloads
+        return sequences, info.with_head(sequences[-1]), payloads
 
     def _append_many_sync(self, requests: list[tuple[str, str, Sequence[Chunk]]]) -> list[Any]:
         """Group commit: all requests in one transaction, three statements in all.
@@ -175,7 +174,7 @@ class DatabaseStreamManager(BaseStreamManager):
                     results.append(StreamFenceError(cause="stream_not_active"))
                     continue
                 sequences, payloads = self._rows(stream_id, run_id, info.head_sequence, chunks, rows)
-                info = infos[stream_id] = dataclasses.replace(info, head_sequence=sequences[-1])
+                info = infos[stream_id] = info.with_head(sequences[-1])
                 heads[stream_id] = sequences[-1]
                 results.append((sequences, info, payloads))
             if rows:

@@ -46,6 +46,10 @@ class Waiter:
         if not self._future.done():
             self._future.set_result(value)
 
+    def expire(self) -> None:
+        """End a pending :meth:`wait` as timed out (it returns False); no-op once woken."""
+        self._resolve(False)
+
     @property
     def is_fired(self) -> bool:
         """Whether a write or status change was signalled since subscription."""

@@ -185,3 +185,31 @@ async def _transition_on(manager, stream_id: str, kind: str) -> tuple[list[int],
     await manager.append(stream_id, "run_b", [chunk(2, "run_b"), chunk(3, "run_b")])
     await manager.end_stream(stream_id, "run_b")
     return [2, 3], "ended"
+
+
+FAIL_SAFE = 1234.5  # a fail-safe period no other timer of these tests uses
+
+
+async def test_a_live_reader_arms_one_fail_safe_timer_per_period_not_one_per_wait(manager, monkeypatch):
+    """A reader parks once per stored chunk; each park used to schedule (and cancel) its own timer."""
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    reader = await manager.create_resumable_reader("s1", from_sequence=0)
+    reader.fail_safe_seconds = FAIL_SAFE
+    loop = asyncio.get_running_loop()
+    fail_safe_timers = []
+    schedule = loop.call_later
+
+    def spy(delay, callback, *args, **kwargs):
+        if delay == FAIL_SAFE:
+            fail_safe_timers.append(callback)
+        return schedule(delay, callback, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "call_later", spy)
+    follow = asyncio.ensure_future(_drain(reader))
+    for n in range(20):
+        await parked(manager, "s1")  # the reader waits for the next chunk each time
+        await manager.append("s1", "run_a", [chunk(n)])
+    await parked(manager, "s1")
+    await manager.end_stream("s1", "run_a")
+    assert [c["delta"] for _s, c in await asyncio.wait_for(follow, 5)] == [f"c{n} " for n in range(20)]
+    assert len(fail_safe_timers) == 1
