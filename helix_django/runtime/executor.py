@@ -157,20 +157,22 @@ class LocalExecutor(RestartsMixin):
         Most sends find no live run, so they skip reading it (one query and one thread hop
         less before the first byte). When the run-start commit finds one, a run waiting
         for client tools is superseded (002, "a follow-up message sent while client-tool
-        calls are pending consumes them"; a compare-and-set on it) and a run nobody
-        executes any more is retired; then the start is tried once more. Raises
-        AlreadyRunningError while the live run still executes.
+        calls are pending consumes them"; a compare-and-set on it), a run nobody executes
+        any more is retired, and a run that ended since the failed start is left alone;
+        then the start is tried once more. Raises AlreadyRunningError while the live run
+        still executes (or when the second try finds another live run).
         """
         try:
             return await self._launch(session, Launch(request), user=user)
         except AlreadyRunningError:
             current = await acurrent_run(session.id)
-            if current is None or not current.is_live or self.is_local(current.id):
-                raise
-            if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-                request.supersede_live, request.expected_current_run_id = True, current.id
-            elif not await self._retire_if_dead(current):  # a crashed process's run is not "running"
-                raise
+            if current is not None and current.is_live:
+                if self.is_local(current.id):
+                    raise
+                if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+                    request.supersede_live, request.expected_current_run_id = True, current.id
+                elif not await self._retire_if_dead(current):  # a crashed process's run is not "running"
+                    raise
         return await self._launch(session, Launch(request), user=user)
 
     async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:

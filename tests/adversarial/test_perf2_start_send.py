@@ -172,3 +172,31 @@ async def test_two_regenerates_after_a_dead_run_start_one_run_and_the_other_gets
     assert refusals[0].to_body()["code"] in ("state_already_running", "state_run_start_conflict"), results
     assert await executor.wait(handles[0].run_id, 10) == "completed"
     assert (await Run.objects.aget(pk=dead)).status == "interrupted"
+
+
+async def test_a_send_blocked_by_a_run_that_ends_before_the_current_run_is_read_starts(
+    executor,  # noqa: F811
+    session,  # noqa: F811
+    use_agents,  # noqa: F811
+    monkeypatch,
+):
+    """The blocking run ends between the refused run-start commit and the read of the
+    session's current run: the send is tried again and starts (it used to get a 409)."""
+    use_agents(default=agent({"PACE_TPS": 20}))
+    blocking = await executor.execute(session, [user_message("long")])
+    launch = executor._launch
+
+    async def ending_the_blocking_run_after_a_refusal(*args, **kwargs):
+        try:
+            return await launch(*args, **kwargs)
+        except AlreadyRunningError:
+            # The blocking run ends now, before the send reads the session's current run.
+            await executor.cancel(session=session, run_id=blocking.run_id)
+            assert await executor.wait(blocking.run_id, 10) == "cancelled"
+            raise
+
+    monkeypatch.setattr(executor, "_launch", ending_the_blocking_run_after_a_refusal)
+    use_agents(default=agent({"TEXT": "fine"}))
+    handle = await executor.execute(session, [user_message("next")])
+    assert await executor.wait(handle.run_id, 10) == "completed"
+    assert await Run.objects.filter(session_id=session.id).acount() == 2
