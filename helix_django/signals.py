@@ -5,6 +5,10 @@
 - ``recovery_action_taken(sender=Run, run=Run, action=str, outcome=str)``: after a recovery action.
 - ``tool_executed(sender=ToolExecution, run_id=str, tool_call_id=str, name=str, status=str)``: after a
   server tool ran and its outcome was persisted, before the result goes back to the model.
+
+The runtime sends them with ``Signal.asend``: a coroutine receiver is awaited on the run's
+event loop; a plain function runs on the ORM's thread (``sync_to_async``), where it may
+query the database. ``run_finished``'s ``run`` is the Run as its terminal commit left it.
 """
 
 from django.dispatch import Signal

@@ -160,7 +160,7 @@ async def aperform(
         outcome = "discarded"
     await store.arecord_recovery(run.id, recovery_action=action)
     ended = await Run.objects.aget(pk=run.id)
-    await sync_to_async(recovery_action_taken.send)(sender=Run, run=ended, action=action, outcome=outcome)
+    await recovery_action_taken.asend(sender=Run, run=ended, action=action, outcome=outcome)
     telemetry.emit(
         "recovery.outcome",
         **telemetry.run_fields(ended),

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from helix_django.models import Message, Run, ToolExecution
 from helix_django.recovery import inventory as inv
+from helix_django.signals import recovery_action_taken, run_finished
 from tests.recovery.factories import InFlight, durable_agents, start_operation
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -246,3 +247,35 @@ def test_live_run_check_status_refused_and_cancel_goes_through_the_executor(staf
     assert run.provider_cancel_result == "unknown"  # the provider has no such operation
     assert Message.objects.get(session_id="s-live-cancel", position=1).text == "Still streaming"
     assert history(flight.run_id) == ["Recovery action: Cancel -> cancelled"]
+
+
+def test_a_recovery_action_sends_its_signals_to_plain_and_coroutine_receivers(staff_client):
+    """Signals are sent with ``asend``: a plain receiver runs where it may query the database, a
+    coroutine receiver is awaited; ``run_finished`` comes with the run's terminal status."""
+    flight = InFlight("s-signals")
+    flight.stream_text("Half of the answer")
+    taken, finished = [], []
+
+    def plain(sender, run, action, outcome, **kwargs):
+        taken.append(("plain", action, outcome, Run.objects.get(pk=run.id).status))
+
+    async def coroutine(sender, run, action, outcome, **kwargs):
+        taken.append(("coroutine", action, outcome, run.status))
+
+    async def on_finished(sender, run, status, **kwargs):
+        finished.append((run.id, run.status, status))
+
+    recovery_action_taken.connect(plain, dispatch_uid="test-plain")
+    recovery_action_taken.connect(coroutine, dispatch_uid="test-coroutine")
+    run_finished.connect(on_finished, dispatch_uid="test-finished")
+    try:
+        assert staff_client.post(action_url(flight.run_id, inv.MARK_INTERRUPTED)).status_code == 302
+    finally:
+        recovery_action_taken.disconnect(dispatch_uid="test-plain")
+        recovery_action_taken.disconnect(dispatch_uid="test-coroutine")
+        run_finished.disconnect(dispatch_uid="test-finished")
+    assert sorted(taken) == [
+        ("coroutine", "mark_interrupted", "interrupted", "interrupted"),
+        ("plain", "mark_interrupted", "interrupted", "interrupted"),
+    ]
+    assert finished == [(flight.run_id, "interrupted", "interrupted")]
