@@ -339,6 +339,9 @@ class ResumableReader:
         fires. A reader so re-reads at most once per period without a wake-up, which only
         guards against a lost cross-process wake-up (docs/performance.md).
         """
+        if self._closed:  # closed by another task during the read before this park
+            waiter.cancel()
+            return
         if self._fail_safe is None:
             loop = asyncio.get_running_loop()
             self._fail_safe = loop.call_later(self.fail_safe_seconds, _fail_safe_fired, weakref.ref(self))
@@ -352,6 +355,8 @@ class ResumableReader:
         if self._fail_safe is not None:
             self._fail_safe.cancel()
             self._fail_safe = None
+        if self._parked is not None:  # close() from another task: the cancelled timer was its wake-up
+            self._parked.expire()
         self.caught_up.set()
         self._closed = True
         if self._kept is not None:
