@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
+from django.db import connection
 
-from helix_django.models import Run
+from helix_django import store
+from helix_django.errors import RunSupersededError
+from helix_django.models import ChatSession, Run
 from helix_django.signals import run_finished
 from tests.runtime.conftest import _close_worker_thread_connections, agent, executor, session, use_agents, user_message  # noqa: F401
 from tests.streams.helpers import chunk, parked
@@ -70,3 +75,55 @@ async def test_run_finished_receivers_see_every_field_a_fresh_read_sees(ending, 
     [(status, seen)] = received
     assert status == fresh.status == ending.split("_")[0]
     assert seen == {f.attname: getattr(fresh, f.attname) for f in Run._meta.concrete_fields}
+
+
+@pytest.mark.timeout(60)
+def test_update_run_waiting_on_a_supersede_in_flight_is_fenced():
+    """update_run is one UPDATE fenced by ``status in LIVE``: while a start_run that supersedes
+    the run holds its row (superseded, not yet committed), the UPDATE waits, then finds the row
+    no longer live and writes nothing (PostgreSQL re-checks the condition after the lock)."""
+    store.get_or_create_session("s5-race")
+    first = store.start_run(store.RunStartRequest(session_id="s5-race", input_messages=[_user("u1")])).run
+    superseded, outcome = threading.Event(), []
+    run_table = Run._meta.db_table
+
+    def hold_after_the_supersede(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)
+        if sql.startswith(f'UPDATE "{run_table}"') and "superseded" in (params or ()):
+            superseded.set()
+            time.sleep(0.5)  # the transaction stays open, the row locked, while update_run waits
+        return result
+
+    def supersede():
+        try:
+            with connection.execute_wrapper(hold_after_the_supersede):
+                request = store.RunStartRequest(session_id="s5-race", input_messages=[_user("u2")], supersede_live=True)
+                outcome.append(store.start_run(request).run.id)
+        finally:
+            connection.close()
+
+    def update():
+        superseded.wait(10)
+        try:
+            store.update_run(first.id, status="streaming", provider_operation_id="op-late")
+            outcome.append("updated")
+        except RunSupersededError:
+            outcome.append("fenced")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=supersede), threading.Thread(target=update)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    second_id, verdict = outcome
+    assert verdict == "fenced"
+    first.refresh_from_db()
+    assert (first.status, first.provider_operation_id) == ("superseded", "")
+    assert ChatSession.objects.get(pk="s5-race").current_run_id == second_id
+    store.commit_terminal(second_id, "cancelled", response_message=None, stream_sequence=0)  # no executor runs it
+
+
+def _user(message_id: str) -> dict:
+    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": "hello"}]}
