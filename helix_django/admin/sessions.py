@@ -89,6 +89,11 @@ class ChatSessionAdmin(admin.ModelAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
+    def save_model(self, request: HttpRequest, obj: ChatSession, form: Any, change: bool) -> None:
+        """Save the title only: a full save would write back the current run and message count
+        loaded with the page, undoing a run-start commit made meanwhile."""
+        obj.save(update_fields=["title", "updated_at"])
+
     @admin.display(description=_("current run"), ordering="current_run__status")
     def current_run_status(self, obj: ChatSession) -> str:
         return obj.current_run.get_status_display() if obj.current_run else "—"

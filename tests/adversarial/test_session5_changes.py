@@ -127,3 +127,31 @@ def test_update_run_waiting_on_a_supersede_in_flight_is_fenced():
 
 def _user(message_id: str) -> dict:
     return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": "hello"}]}
+
+
+def test_an_admin_title_edit_never_writes_back_a_stale_current_run(rf):
+    """The admin loads a session, a send moves its current run, then the admin saves the title.
+
+    A full save wrote back the current run and message count it had loaded: the new run stayed
+    live but no longer current (the invariant update_run's one-statement fence relies on), and
+    the turn's messages fell outside the session's count.
+    """
+    from django.contrib import admin
+
+    store.get_or_create_session("s5-admin")
+    first = store.start_run(store.RunStartRequest(session_id="s5-admin", input_messages=[_user("u1")])).run
+    store.commit_terminal(first.id, "completed", response_message=None, stream_sequence=0)
+    loaded = ChatSession.objects.get(pk="s5-admin")  # the change view's object
+    second = store.start_run(store.RunStartRequest(session_id="s5-admin", input_messages=[_user("u2")])).run
+    loaded.title = "Renamed"
+    model_admin = admin.site._registry[ChatSession]
+    model_admin.save_model(rf.post("/"), loaded, form=None, change=True)
+    fresh = ChatSession.objects.get(pk="s5-admin")
+    assert (fresh.title, fresh.current_run_id, fresh.message_count) == ("Renamed", second.id, 2)
+    store.update_run(second.id, status="streaming")  # still current: its writes are allowed
+    store.commit_step(second.id, response_message=_assistant("a2"), stream_sequence=0, step_count=1)
+    store.commit_terminal(second.id, "cancelled", response_message=None, stream_sequence=0)
+
+
+def _assistant(message_id: str) -> dict:
+    return {"id": message_id, "role": "assistant", "parts": [{"type": "text", "text": "hi", "state": "done"}]}
