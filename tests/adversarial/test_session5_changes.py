@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 
 import pytest
 from django.db import connection
@@ -155,3 +156,48 @@ def test_an_admin_title_edit_never_writes_back_a_stale_current_run(rf):
 
 def _assistant(message_id: str) -> dict:
     return {"id": message_id, "role": "assistant", "parts": [{"type": "text", "text": "hi", "state": "done"}]}
+
+
+@pytest.mark.redis
+@pytest.mark.timeout(60)
+async def test_a_reader_whose_wake_ups_are_lost_still_sees_every_chunk_within_one_fail_safe_period():
+    """Another process writes without a broadcast reaching this one (a lost wake-up): each park,
+    including the first after the shared timer fired between waits, wakes within the period."""
+    from django.test import override_settings
+
+    from helix_django.streams.database import DatabaseStreamManager
+    from tests.scale.settings import redis_channel_layer
+
+    other = DatabaseStreamManager("default", {})  # the in-memory layer: it publishes nothing
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        web = DatabaseStreamManager("default", {})
+    period, slack = 0.3, 0.25
+    loop = asyncio.get_running_loop()
+    try:
+        await other.claim_stream("s1", "run_a", epoch=1)
+        reader = await web.create_resumable_reader("s1", from_sequence=0)
+        reader.fail_safe_seconds = period
+        arrived: dict[int, float] = {}
+
+        async def consume():
+            async for sequence, _chunk in reader:
+                arrived[sequence] = loop.time()
+                if sequence == 3:
+                    await asyncio.sleep(period + 0.1)  # the shared timer fires while no wait is parked
+
+        task = asyncio.ensure_future(consume())
+        written: dict[int, float] = {}
+        for n, pause in enumerate([0.05, 0.45, 0.1, 0.65, 0.02, 0.35, 0.2], start=1):
+            await asyncio.sleep(pause)
+            await other.append("s1", "run_a", [chunk(n)])
+            written[n] = loop.time()
+        await asyncio.sleep(0.1)
+        await other.end_stream("s1", "run_a")
+        ended = loop.time()
+        await asyncio.wait_for(task, 5)
+        assert sorted(arrived) == list(range(1, 8))
+        late = {n: round(arrived[n] - written[n], 3) for n in written if arrived[n] - written[n] > period + slack}
+        assert late == {}
+        assert loop.time() - ended < period + slack and reader.last_info.status == "ended"
+    finally:
+        await web.notifier.remote.aclose()
