@@ -389,21 +389,13 @@ def commit_terminal(
 def update_run(run_id: str, **fields: Any) -> None:
     """Set fields of a live run (status transitions, provider operation id, continuation).
 
-    Fenced: raises RunSupersededError when the run no longer holds its session,
-    RunNotFoundError when it does not exist. Always refreshes ``last_event_at``.
-
-    One statement: the UPDATE matches the run only while it is live, and a live run is
-    its session's current run (the transaction that moves a session's current run,
-    :func:`start_run`, supersedes every other live run; recovery revives only the current
-    one). On PostgreSQL the condition sits on the updated row itself, so it is checked
-    again after waiting for a concurrent supersede's row lock.
+    Fenced: raises RunSupersededError when the run no longer holds its session.
+    Always refreshes ``last_event_at``.
     """
-    fields.setdefault("last_event_at", timezone.now())
-    if Run.objects.filter(pk=run_id, status__in=LIVE_STATUSES).update(**fields):
-        return
-    if Run.objects.filter(pk=run_id).exists():
-        raise RunSupersededError()
-    raise RunNotFoundError()
+    with transaction.atomic():
+        _fenced_run(run_id)
+        fields.setdefault("last_event_at", timezone.now())
+        Run.objects.filter(pk=run_id).update(**fields)
 
 
 def delete_session(session_id: str) -> None:

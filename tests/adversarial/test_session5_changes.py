@@ -80,9 +80,9 @@ async def test_run_finished_receivers_see_every_field_a_fresh_read_sees(ending, 
 
 @pytest.mark.timeout(60)
 def test_update_run_waiting_on_a_supersede_in_flight_is_fenced():
-    """update_run is one UPDATE fenced by ``status in LIVE``: while a start_run that supersedes
-    the run holds its row (superseded, not yet committed), the UPDATE waits, then finds the row
-    no longer live and writes nothing (PostgreSQL re-checks the condition after the lock)."""
+    """update_run is fenced: while a start_run that supersedes the run holds its rows
+    (superseded, not yet committed), update_run waits, then finds the run superseded and
+    writes nothing."""
     store.get_or_create_session("s5-race")
     first = store.start_run(store.RunStartRequest(session_id="s5-race", input_messages=[_user("u1")])).run
     superseded, outcome = threading.Event(), []
@@ -134,8 +134,8 @@ def test_an_admin_title_edit_never_writes_back_a_stale_current_run(rf):
     """The admin loads a session, a send moves its current run, then the admin saves the title.
 
     A full save wrote back the current run and message count it had loaded: the new run stayed
-    live but no longer current (the invariant update_run's one-statement fence relies on), and
-    the turn's messages fell outside the session's count.
+    live but no longer current (its writes were then refused as superseded), and the turn's
+    messages fell outside the session's count.
     """
     from django.contrib import admin
 

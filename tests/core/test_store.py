@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 
 from helix_django import store
-from helix_django.errors import (
-    AlreadyRunningError,
-    RunNotFoundError,
-    RunStartConflictError,
-    RunSupersededError,
-    SessionNotFoundError,
-)
+from helix_django.errors import AlreadyRunningError, RunStartConflictError, RunSupersededError, SessionNotFoundError
 from helix_django.models import ChatSession, Checkpoint, Message, Run
 
 pytestmark = pytest.mark.django_db
@@ -101,17 +93,6 @@ def test_supersede_every_other_live_run_and_fence_its_writes(session):
     assert not Message.objects.filter(ui_id=old.response_message_id).exists()
     assert Run.objects.get(pk=old.id).status == "superseded"
     assert ChatSession.objects.get(pk="sess1").current_run_id == new.id
-
-
-def test_a_live_run_is_updated_in_one_fenced_statement(session):
-    run = start().run
-    with CaptureQueriesContext(connection) as queries:
-        store.update_run(run.id, status="streaming", provider_operation_id="op_1")
-    assert len(queries) == 1
-    run.refresh_from_db()
-    assert (run.status, run.provider_operation_id) == ("streaming", "op_1")
-    with pytest.raises(RunNotFoundError):
-        store.update_run("run_missing", status="streaming")
 
 
 def test_step_and_terminal_commits(session):
