@@ -10,8 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, transaction
-from django.db.models import Subquery
+from django.db import IntegrityError, connections, router, transaction
 from django.utils import timezone
 
 from helix_django.errors import (
@@ -106,17 +105,40 @@ def _is_owner(session: ChatSession, new: NewSession) -> bool:
     return (session.owner_id, session.anonymous_key) == (new.owner_id, new.anonymous_key)
 
 
-def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
-    """Lock the run's session and return (session, run) if the run may still write."""
-    # Lock the session through the run (one query), then read the run under that lock.
-    of_run = Run.objects.filter(pk=run_id).values("session_id")[:1]
-    session = ChatSession.objects.select_for_update().filter(pk=Subquery(of_run)).first()
-    run = Run.objects.filter(pk=run_id).first() if session is not None else None
-    if session is None or run is None:
+def _lock_fence(run_id: str) -> str:
+    """Lock the run's session and check that the run may still write; return the session id.
+
+    The fence of every write of a run (002, "Superseded runs"): the session row is locked
+    through the run (``FOR UPDATE`` where the database has it; on SQLite the IMMEDIATE
+    transaction already holds the write lock), then the run's status is read under that
+    lock. Two bare statements: the ORM's query building cost more than both
+    (docs/performance.md). Call inside a transaction. Raises RunNotFoundError when the run
+    or its session is gone, RunSupersededError when the run is no longer its session's
+    current run or no longer live.
+    """
+    connection = connections[router.db_for_write(ChatSession)]
+    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    session_table, run_table = ChatSession._meta.db_table, Run._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT id, current_run_id FROM {session_table} "  # noqa: S608
+            f"WHERE id = (SELECT session_id FROM {run_table} WHERE id = %s){lock}",
+            [run_id],
+        )
+        session_row = cursor.fetchone()
+        cursor.execute(f"SELECT status FROM {run_table} WHERE id = %s", [run_id])  # noqa: S608
+        run_row = cursor.fetchone()
+    if session_row is None or run_row is None:
         raise RunNotFoundError()
-    if session.current_run_id != run_id or run.status not in LIVE_STATUSES:
+    if session_row[1] != run_id or run_row[0] not in LIVE_STATUSES:
         raise RunSupersededError()
-    return session, run
+    return session_row[0]
+
+
+def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
+    """Lock the run's session (:func:`_lock_fence`) and return (session, run) read under that lock."""
+    session_id = _lock_fence(run_id)
+    return ChatSession.objects.get(pk=session_id), Run.objects.get(pk=run_id)
 
 
 def _active_positions(session: ChatSession, ui_ids: list[Any]) -> dict[str, int]:
@@ -212,8 +234,9 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
                 raise SessionNotFoundError()  # created first by a concurrent send of another owner
         if request.expected_current_run_id is not _UNSET and session.current_run_id != request.expected_current_run_id:
             raise RunStartConflictError(cause="expected_mismatch")
-        runs = Run.objects.filter(session=session, status__in=LIVE_STATUSES)
-        live = [] if create else list(runs.values_list("id", flat=True))
+        live: list[str] = []
+        if not create:  # a session this commit creates has no runs: no query built for it
+            live = list(Run.objects.filter(session=session, status__in=LIVE_STATUSES).values_list("id", flat=True))
         if live and not request.supersede_live:
             raise AlreadyRunningError()
         if live:
@@ -393,7 +416,7 @@ def update_run(run_id: str, **fields: Any) -> None:
     Always refreshes ``last_event_at``.
     """
     with transaction.atomic():
-        _fenced_run(run_id)
+        _lock_fence(run_id)
         fields.setdefault("last_event_at", timezone.now())
         Run.objects.filter(pk=run_id).update(**fields)
 

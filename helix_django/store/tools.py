@@ -16,7 +16,7 @@ from helix_django.models import (
     ToolExecution,
     ToolExecutionStatus,
 )
-from helix_django.store.commits import _fenced_run
+from helix_django.store.commits import _lock_fence
 
 # --- tool executions (written through helix_django.runtime.tools) ------------------------
 
@@ -45,9 +45,9 @@ def save_tool_execution(
     if status in FINAL_TOOL_STATUSES:
         values["finished_at"] = now
     with transaction.atomic():
-        _, run = _fenced_run(run_id)
+        _lock_fence(run_id)
         execution, _created = ToolExecution.objects.update_or_create(
-            run=run, tool_call_id=fields["tool_call_id"], defaults=values
+            run_id=run_id, tool_call_id=fields["tool_call_id"], defaults=values
         )
         Run.objects.filter(pk=run_id).update(last_event_at=now)
     return execution
@@ -87,7 +87,7 @@ def answer_tool_execution(
     }
     now = timezone.now()
     with transaction.atomic():
-        _fenced_run(run_id)
+        _lock_fence(run_id)
         execution = ToolExecution.objects.select_for_update().filter(run_id=run_id, tool_call_id=tool_call_id).first()
         if execution is None:
             raise RunNotFoundError("Tool call not found", cause="tool_call_unknown")

@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from helix_django import store
-from helix_django.errors import AlreadyRunningError, RunStartConflictError, RunSupersededError, SessionNotFoundError
+from helix_django.errors import (
+    AlreadyRunningError,
+    RunNotFoundError,
+    RunStartConflictError,
+    RunSupersededError,
+    SessionNotFoundError,
+)
 from helix_django.models import ChatSession, Checkpoint, Message, Run
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +101,25 @@ def test_supersede_every_other_live_run_and_fence_its_writes(session):
     assert not Message.objects.filter(ui_id=old.response_message_id).exists()
     assert Run.objects.get(pk=old.id).status == "superseded"
     assert ChatSession.objects.get(pk="sess1").current_run_id == new.id
+
+
+def test_a_fenced_write_locks_the_session_then_reads_the_run_in_two_bare_statements(session):
+    """The fence of a run's writes (002, "Superseded runs"): the session row locked through the
+    run first (FOR UPDATE where the database has it), then the run's status read under that
+    lock, then the write. Bare statements: the ORM's query building cost more than the
+    queries (docs/performance.md)."""
+    run = start().run
+    with CaptureQueriesContext(connection) as queries:
+        store.update_run(run.id, status="streaming")
+    statements = [query["sql"] for query in queries if "SAVEPOINT" not in query["sql"]]  # the test's transaction
+    lock, read, write = statements
+    assert lock.startswith(f"SELECT id, current_run_id FROM {ChatSession._meta.db_table} WHERE id = (SELECT")
+    assert lock.endswith(" FOR UPDATE") == connection.features.has_select_for_update
+    assert read.startswith(f"SELECT status FROM {Run._meta.db_table} WHERE id = ")
+    assert write.startswith(f'UPDATE "{Run._meta.db_table}"')
+    assert Run.objects.get(pk=run.id).status == "streaming"
+    with pytest.raises(RunNotFoundError):
+        store.update_run("run_missing", status="streaming")
 
 
 def test_step_and_terminal_commits(session):
