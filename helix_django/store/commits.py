@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import IntegrityError, connections, router, transaction
+from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
 from helix_django.errors import (
@@ -31,6 +31,7 @@ from helix_django.models import (
     Run,
     RunStatus,
 )
+from helix_django.store import reads
 
 #: Statuses a terminal commit may write.
 TERMINAL_COMMIT_STATUSES = frozenset(
@@ -95,7 +96,7 @@ class RunStartResult:
 
 
 def _lock_session(session_id: str) -> ChatSession:
-    session = ChatSession.objects.select_for_update().filter(pk=session_id).first()
+    session = reads.read_session(session_id, lock=True)
     if session is None:
         raise SessionNotFoundError()
     return session
@@ -116,7 +117,7 @@ def _lock_fence(run_id: str) -> str:
     or its session is gone, RunSupersededError when the run is no longer its session's
     current run or no longer live.
     """
-    connection = connections[router.db_for_write(ChatSession)]
+    connection = connections[reads.write_alias()]
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
     session_table, run_table = ChatSession._meta.db_table, Run._meta.db_table
     with connection.cursor() as cursor:
@@ -138,13 +139,9 @@ def _lock_fence(run_id: str) -> str:
 def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
     """Lock the run's session (:func:`_lock_fence`) and return (session, run) read under that lock."""
     session_id = _lock_fence(run_id)
-    return ChatSession.objects.get(pk=session_id), Run.objects.get(pk=run_id)
-
-
-def _active_positions(session: ChatSession, ui_ids: list[Any]) -> dict[str, int]:
-    """Return ``{ui_id: position}`` of the session's active rows among ``ui_ids``."""
-    rows = Message.objects.filter(session=session, position__isnull=False, ui_id__in=ui_ids)
-    return dict(rows.values_list("ui_id", "position"))
+    session, run = reads.read_session(session_id, lock=True), reads.read_run(run_id)
+    assert session is not None and run is not None  # locked by the fence: neither can be gone
+    return session, run
 
 
 def _write_message(
@@ -234,9 +231,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
                 raise SessionNotFoundError()  # created first by a concurrent send of another owner
         if request.expected_current_run_id is not _UNSET and session.current_run_id != request.expected_current_run_id:
             raise RunStartConflictError(cause="expected_mismatch")
-        live: list[str] = []
-        if not create:  # a session this commit creates has no runs: no query built for it
-            live = list(Run.objects.filter(session=session, status__in=LIVE_STATUSES).values_list("id", flat=True))
+        live = [] if create else reads.live_run_ids(session.pk)  # a session this commit creates has no runs
         if live and not request.supersede_live:
             raise AlreadyRunningError()
         if live:
@@ -251,7 +246,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             session.message_count = count
             truncate_cp = _checkpoint(session, None, CheckpointKind.TRUNCATE, count, request.stream_sequence, 0)
         inputs = list(request.input_messages)
-        known = _active_positions(session, [m.get("id") for m in inputs]) if count else {}
+        known = reads.active_positions(session.pk, [m["id"] for m in inputs if m.get("id")]) if count else {}
         positions, first_new = [], count
         for message in inputs:
             if message.get("id") in known:

@@ -26,7 +26,8 @@ from helix_django.errors import (
     SessionNotFoundError,
     ValidationError,
 )
-from helix_django.models import ChatSession, Message, Run
+from helix_django.models import ChatSession, Run
+from helix_django.store.reads import holds_active_message, read_session
 from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.chat_request import ChatRequest, parse_chat_request
@@ -67,11 +68,10 @@ def _identify(scope: dict[str, Any], body: bytes, request: ChatRequest | None, c
     identity = authenticate(scope, body, create_anonymous=create_anonymous)
     if request is None or not request.has_messages:
         return _Caller(identity)
-    session = ChatSession.objects.filter(pk=request.session_id).first()
+    session = read_session(request.session_id)
     if session is None or not _may_hold_last_message(request):
         return _Caller(identity, session)
-    held = Message.objects.filter(session=session, ui_id=request.messages[-1]["id"], position__isnull=False)
-    return _Caller(identity, session, held.exists())
+    return _Caller(identity, session, holds_active_message(session.pk, request.messages[-1]["id"]))
 
 
 def _session_for_send(request: ChatRequest, caller: _Caller) -> ChatSession:

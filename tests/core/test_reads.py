@@ -1,0 +1,79 @@
+"""The send path's bare-SQL reads return what the ORM's queries return (store/reads.py)."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
+
+from helix_django import store
+from helix_django.models import LIVE_STATUSES, ChatSession, Message, Run
+from helix_django.store import reads
+
+pytestmark = pytest.mark.django_db
+
+
+def user_message(message_id: str) -> dict:
+    return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": "héllo"}]}
+
+
+@pytest.fixture
+def session():
+    session = store.get_or_create_session("reads1")[0]
+    ChatSession.objects.filter(pk=session.pk).update(state={"plan": ["a", 1, None]}, title="Ünïcode")
+    return session
+
+
+def fields(instance) -> dict:
+    return {field.attname: getattr(instance, field.attname) for field in type(instance)._meta.concrete_fields}
+
+
+def test_read_session_and_read_run_return_the_instances_the_orm_returns(session):
+    run = store.start_run(store.RunStartRequest(session_id=session.pk, input_messages=[user_message("u1")])).run
+    with transaction.atomic():
+        locked = reads.read_session(session.pk, lock=True)
+        read = reads.read_run(run.id)
+    assert fields(reads.read_session(session.pk)) == fields(locked) == fields(ChatSession.objects.get(pk=session.pk))
+    assert fields(read) == fields(Run.objects.get(pk=run.id))
+    assert locked.state == {"plan": ["a", 1, None]}  # JSON decoded, datetimes converted
+    assert not locked._state.adding  # a saved row, not a session a send would create
+    assert reads.read_session("missing") is None
+    assert reads.read_run("run_missing") is None
+
+
+def test_message_and_run_reads_see_only_active_rows_and_live_runs(session):
+    first = store.start_run(store.RunStartRequest(session_id=session.pk, input_messages=[user_message("u1")])).run
+    store.commit_terminal(first.id, "completed", response_message=None, stream_sequence=0)
+    second = store.start_run(store.RunStartRequest(session_id=session.pk, input_messages=[user_message("u2")])).run
+    Message.objects.create(session=session, position=None, ui_id="archived", role="user", parts=[], checkpoint_id=1)
+    expected_live = Run.objects.filter(session=session, status__in=LIVE_STATUSES).values_list("id", flat=True)
+    assert reads.live_run_ids(session.pk) == list(expected_live) == [second.id]
+    assert reads.holds_active_message(session.pk, "u2")
+    assert not reads.holds_active_message(session.pk, "archived")
+    assert not reads.holds_active_message("other", "u2")
+    assert reads.active_positions(session.pk, ["u2", "u1", "archived", "nope"]) == {"u1": 0, "u2": 1}
+    assert reads.active_positions(session.pk, []) == {}
+
+
+def test_a_send_reads_its_session_and_trailing_message_without_orm_query_building(session, django_user_model):
+    from rest_framework.authtoken.models import Token
+
+    from helix_django.transport.chat import _identify, _parse
+
+    user = django_user_model.objects.create_user("reader")
+    ChatSession.objects.filter(pk=session.pk).update(owner=user)
+    token = Token.objects.create(user=user)
+    store.start_run(store.RunStartRequest(session_id=session.pk, input_messages=[user_message("u1")]))
+    body = b'{"id": "reads1", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}]}'
+    headers = [(b"authorization", f"Token {token.key}".encode())]
+    scope = {"type": "http", "method": "POST", "path": "/c", "headers": headers, "query_string": b""}
+    scope["url_route"] = {"kwargs": {"session_id": "reads1"}}
+    request, error = _parse(scope, body)
+    assert error is None
+    with CaptureQueriesContext(connection) as queries:
+        caller = _identify(scope, body, request, create_anonymous=False)
+    assert caller.session.pk == "reads1" and caller.holds_last_message
+    statements = [query["sql"] for query in queries if "helix_django" in query["sql"]]
+    assert statements[0].startswith(f"SELECT * FROM {ChatSession._meta.db_table} WHERE id = ")
+    assert statements[1].startswith(f"SELECT 1 FROM {Message._meta.db_table} WHERE session_id = ")
+    assert len(statements) == 2
