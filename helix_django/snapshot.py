@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import DatabaseError, connections, router
 
 from helix_django.conf import helix_settings
 from helix_django.errors import HistoryIncompleteError, ValidationError
-from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Message, Run, RunStatus
+from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Run, RunStatus
+from helix_django.store.reads import Row, read_rows
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import FAILED, PAUSED, StreamInfo
 
@@ -59,22 +59,11 @@ def derive_status(run: Run | None, stream: StreamInfo | None) -> str:
     return "ended"
 
 
-class Row(NamedTuple):
-    """One committed message row as the snapshot reads it (no model instance: the read is hot)."""
-
-    position: int
-    ui_id: str
-    role: str
-    parts: list[dict[str, Any]]
-    metadata: dict[str, Any]
-    checkpoint_id: int
-
-
 ROW_FIELDS = Row._fields
 
 
 def _convert(message: Row, options: SnapshotOptions) -> dict[str, Any]:
-    ui = {"id": message.ui_id, "role": message.role, "parts": message.parts, "metadata": message.metadata}
+    ui = message.ui_message()
     if not options.include_reasoning:
         ui["parts"] = [p for p in ui["parts"] if p.get("type") != "reasoning"]
     return ui
@@ -110,35 +99,7 @@ def _read_head(session_id: str) -> tuple[ChatSession | None, Run | None, int | N
 def _read_body(session_id: str) -> tuple[Checkpoint | None, list[Row]]:
     """Read the session's latest checkpoint and the committed rows it counts."""
     checkpoint = Checkpoint.objects.filter(session_id=session_id).order_by("-id").first()
-    return checkpoint, _read_rows(checkpoint, session_id)
-
-
-def _read_rows(checkpoint: Checkpoint | None, session_id: str) -> list[Row]:
-    """Read the committed rows ``[0, message_count)`` as tuples, JSON decoded (the hot part of a read).
-
-    One indexed SELECT with the driver's cursor: at 1 000 messages the ORM's per-row
-    conversion cost more than the query itself (issue 8, "Snapshot read").
-    """
-    table = Message._meta.db_table
-    sql = (
-        f"SELECT position, ui_id, role, parts, metadata, checkpoint_id FROM {table} "  # noqa: S608
-        "WHERE session_id = %s AND position IS NOT NULL"
-    )
-    params: list[Any] = [session_id]
-    if checkpoint is not None:
-        sql += " AND position < %s"
-        params.append(checkpoint.message_count)
-    with connections[router.db_for_read(Message)].cursor() as cursor:
-        cursor.execute(sql + " ORDER BY position", params)
-        return [
-            Row(position, ui_id, role, _decoded(parts), _decoded(metadata), checkpoint_id)
-            for position, ui_id, role, parts, metadata, checkpoint_id in cursor.fetchall()
-        ]
-
-
-def _decoded(value: Any) -> Any:
-    # SQLite returns JSON columns as text; PostgreSQL's driver may already decode jsonb.
-    return json.loads(value) if isinstance(value, str) else value
+    return checkpoint, read_rows(session_id, before=checkpoint.message_count if checkpoint else None)
 
 
 def _read_fence(session_id: str) -> tuple[str | None, str | None, int | None] | None:

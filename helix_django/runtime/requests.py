@@ -26,6 +26,7 @@ from helix_django.errors import RequestAlreadyCompletedError, RequestKeyConflict
 from helix_django.ids import validate_message_id
 from helix_django.models import ChatSession, Message, Run, ToolExecution, ToolExecutionStatus
 from helix_django.runtime.context import is_tool_part
+from helix_django.store.reads import read_rows
 
 
 def validate_messages(messages: Any) -> list[dict[str, Any]]:
@@ -120,8 +121,7 @@ apending_tool_executions = sync_to_async(_pending)
 
 
 def _rows(session_id: str, before: int) -> list[dict[str, Any]]:
-    rows = Message.objects.filter(session_id=session_id, position__isnull=False, position__lt=before)
-    return [row.to_ui_message() for row in rows.order_by("position")]
+    return [row.ui_message() for row in read_rows(session_id, before=before)]
 
 
 aload_rows = sync_to_async(_rows)

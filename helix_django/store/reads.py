@@ -10,7 +10,9 @@ the transaction's own writes and its locks.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from django.db import connections, router
 
@@ -75,3 +77,45 @@ def active_positions(session_id: str, ui_ids: Sequence[str]) -> dict[str, int]:
     with connections[write_alias()].cursor() as cursor:
         cursor.execute(sql, [session_id, *ui_ids])
         return dict(cursor.fetchall())
+
+
+class Row(NamedTuple):
+    """One committed message row (no model instance: the snapshot and a run's context read many)."""
+
+    position: int
+    ui_id: str
+    role: str
+    parts: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    checkpoint_id: int
+
+    def ui_message(self) -> dict[str, Any]:
+        """Return the AI SDK UIMessage ``{id, role, parts, metadata}`` of this row."""
+        return {"id": self.ui_id, "role": self.role, "parts": self.parts, "metadata": self.metadata}
+
+
+def read_rows(session_id: str, *, before: int | None = None) -> list[Row]:
+    """Return the session's committed rows (positions ``< before`` when given) in order, JSON decoded.
+
+    One indexed SELECT with the driver's cursor: at 1 000 messages the ORM's per-row
+    conversion cost more than the query itself (issue 8, "Snapshot read").
+    """
+    sql = (
+        f"SELECT position, ui_id, role, parts, metadata, checkpoint_id FROM {Message._meta.db_table} "  # noqa: S608
+        "WHERE session_id = %s AND position IS NOT NULL"
+    )
+    params: list[Any] = [session_id]
+    if before is not None:
+        sql += " AND position < %s"
+        params.append(before)
+    with connections[router.db_for_read(Message)].cursor() as cursor:
+        cursor.execute(sql + " ORDER BY position", params)
+        return [
+            Row(position, ui_id, role, _decoded(parts), _decoded(metadata), checkpoint_id)
+            for position, ui_id, role, parts, metadata, checkpoint_id in cursor.fetchall()
+        ]
+
+
+def _decoded(value: Any) -> Any:
+    # SQLite returns JSON columns as text; PostgreSQL's driver may already decode jsonb.
+    return json.loads(value) if isinstance(value, str) else value
