@@ -204,14 +204,10 @@ def invalidate_stale_continuations(session_id: str) -> int:
     Called when a run starts (an edit truncates or rewrites rows before older turns).
     """
     from helix_django import store
+    from helix_django.store.reads import recent_runs
 
-    stale = [
-        run
-        for run in Run.objects.filter(
-            session_id=session_id, status__in=RECOVERABLE_STATUSES, is_continuation_valid=True
-        ).order_by("-created_at")[:20]
-        if history_changed(run)
-    ]
+    candidates = recent_runs(session_id, RECOVERABLE_STATUSES, continuable=True, limit=20)
+    stale = [run for run in candidates if history_changed(run)]
     for run in stale:
         store.record_recovery(run.id, is_continuation_valid=False)
     return len(stale)

@@ -79,6 +79,18 @@ def active_positions(session_id: str, ui_ids: Sequence[str]) -> dict[str, int]:
         return dict(cursor.fetchall())
 
 
+def recent_runs(session_id: str, statuses: frozenset[str], *, continuable: bool, limit: int) -> list[Run]:
+    """Return up to ``limit`` of the session's runs in ``statuses`` whose ``is_continuation_valid``
+    is ``continuable``, newest first (checked by a ``run_started`` receiver on every send)."""
+    names = sorted(str(status) for status in statuses)
+    sql = (
+        f"SELECT * FROM {Run._meta.db_table} "  # noqa: S608
+        f"WHERE session_id = %s AND status IN ({', '.join(['%s'] * len(names))}) AND is_continuation_valid = %s "
+        "ORDER BY created_at DESC LIMIT %s"
+    )
+    return list(Run.objects.raw(sql, [session_id, *names, continuable, limit]))
+
+
 class Row(NamedTuple):
     """One committed message row (no model instance: the snapshot and a run's context read many)."""
 

@@ -77,3 +77,36 @@ def test_a_send_reads_its_session_and_trailing_message_without_orm_query_buildin
     assert statements[0].startswith(f"SELECT * FROM {ChatSession._meta.db_table} WHERE id = ")
     assert statements[1].startswith(f"SELECT 1 FROM {Message._meta.db_table} WHERE session_id = ")
     assert len(statements) == 2
+
+
+def test_read_rows_returns_the_committed_rows_in_order_before_a_bound(session):
+    run = store.start_run(
+        store.RunStartRequest(session_id=session.pk, input_messages=[user_message("u1"), user_message("u2")])
+    ).run
+    Message.objects.create(session=session, position=None, ui_id="archived", role="user", parts=[], checkpoint_id=1)
+    rows = reads.read_rows(session.pk)
+    orm = Message.objects.filter(session=session, position__isnull=False).order_by("position")
+    assert [row.ui_message() for row in rows] == [message.to_ui_message() for message in orm]
+    assert [(row.position, row.ui_id) for row in rows] == [(0, "u1"), (1, "u2")]
+    assert rows[0].parts == [{"type": "text", "text": "héllo"}]  # JSON decoded on every database
+    assert [row.ui_id for row in reads.read_rows(session.pk, before=1)] == ["u1"]
+    assert reads.read_rows("missing") == []
+    assert run.start_message_count == 2
+
+
+def test_recent_runs_filters_by_status_and_continuability_newest_first(session):
+    ended = []
+    for n in range(3):
+        run = store.start_run(store.RunStartRequest(session_id=session.pk, input_messages=[user_message(f"u{n}")])).run
+        store.commit_terminal(run.id, "interrupted", response_message=None, stream_sequence=0)
+        ended.append(run.id)
+    Run.objects.filter(pk=ended[0]).update(is_continuation_valid=False)
+    got = reads.recent_runs(session.pk, frozenset({"interrupted", "failed"}), continuable=True, limit=20)
+    assert [run.id for run in got] == [ended[2], ended[1]]
+    assert [run.id for run in reads.recent_runs(session.pk, frozenset({"interrupted"}), continuable=True, limit=1)] == [
+        ended[2]
+    ]
+    assert [
+        run.id for run in reads.recent_runs(session.pk, frozenset({"interrupted"}), continuable=False, limit=9)
+    ] == [ended[0]]
+    assert reads.recent_runs(session.pk, frozenset({"completed"}), continuable=True, limit=9) == []
