@@ -27,7 +27,7 @@ from bench.harness import Row, Stat, not_available, paired_ratio
 from bench.sections.runtime import helix_setting, provider_alone, reply_text
 
 NAME = "e2e"
-SENDS = 5
+SENDS = 20  # per repeat: the median of 20 sends (5 moved by a millisecond between runs)
 PINGS = 20
 TARGET_ADDED_MS = 5.0
 WARM_UP_TIMEOUT_SECONDS = 20
