@@ -67,12 +67,17 @@ def live_run_ids(session_id: str) -> list[str]:
 
 
 def active_positions(session_id: str, ui_ids: Sequence[str]) -> dict[str, int]:
-    """Return ``{ui_id: position}`` of the session's active rows among ``ui_ids`` (inside a commit)."""
+    """Return ``{ui_id: position}`` of the session's active rows among ``ui_ids`` (inside a commit).
+
+    An id held by several active rows maps to the last of them, whatever the query plan
+    (the rows are read in position order, as the model's ordering had them).
+    """
     if not ui_ids:
         return {}
     sql = (
         f"SELECT ui_id, position FROM {Message._meta.db_table} "  # noqa: S608
-        f"WHERE session_id = %s AND position IS NOT NULL AND ui_id IN ({', '.join(['%s'] * len(ui_ids))})"
+        f"WHERE session_id = %s AND position IS NOT NULL AND ui_id IN ({', '.join(['%s'] * len(ui_ids))}) "
+        "ORDER BY position"
     )
     with connections[write_alias()].cursor() as cursor:
         cursor.execute(sql, [session_id, *ui_ids])
