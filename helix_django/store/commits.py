@@ -349,7 +349,7 @@ def commit_terminal(
         try:
             session, run = _fenced_run(run_id)
         except RunSupersededError:
-            run = Run.objects.filter(pk=run_id).first()
+            run = reads.read_run(run_id)  # under the session lock, on the alias the transaction writes to
             if run is None or run.status not in allow_terminal_from:
                 raise
             session = _lock_session(run.session_id)
@@ -360,7 +360,7 @@ def commit_terminal(
         count = run.start_message_count
         parts = (response_message or {}).get("parts") or []
         partial_chars = sum(len(p.get("text", "")) for p in parts if p.get("type") in ("text", "reasoning"))
-        if parts or Message.objects.filter(session=session, position=count).exists():
+        if parts or Message.objects.using(reads.write_alias()).filter(session=session, position=count).exists():
             # Without output, a continuation's row (the message it continued) stays counted:
             # the active rows are exactly [0, message_count) (start_run inserts after them).
             count += 1

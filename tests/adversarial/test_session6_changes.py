@@ -16,7 +16,7 @@ import pytest
 from django.db import connection, transaction
 
 from helix_django import store
-from helix_django.errors import HelixError, RunSupersededError
+from helix_django.errors import HelixError, RunNotActionableError, RunSupersededError
 from helix_django.models import LIVE_STATUSES, ChatSession, Checkpoint, Message, Run, ToolExecution
 from helix_django.store import reads
 
@@ -357,3 +357,119 @@ def test_fence_errors_stay_typed_for_odd_run_ids():
     assert not reads.holds_active_message("%s", "%(x)s")
     with transaction.atomic():
         assert reads.live_run_ids("'") == [] and reads.active_positions("'", ["%s", "'"]) == {}
+
+
+class ReplicaRouter:
+    """Reads go to the ``replica`` alias (a second connection to the same database), writes to ``default``."""
+
+    def db_for_read(self, model, **hints):
+        return "replica"
+
+    def db_for_write(self, model, **hints):
+        return "default"
+
+    def allow_relation(self, obj1, obj2, **hints):
+        return True
+
+
+@pytest.fixture
+def replica(settings):
+    """A read replica: a second connection to the test database (this thread's), routed every read."""
+    from django.db import connections
+    from django.db.utils import load_backend
+
+    settings_dict = {**connections["default"].settings_dict}
+    connection = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias="replica")
+    connections["replica"] = connection
+    settings.DATABASE_ROUTERS = [ReplicaRouter()]
+    yield connection
+    connection.close()
+    del connections["replica"]
+
+
+def test_with_a_read_replica_a_commit_reads_only_on_the_alias_it_writes_to(replica):
+    """Multi-database: every read a commit makes (its fence, its session and run rows, its
+    checks) is on the write alias, inside its transaction; the send's reads before the
+    commit (session, trailing message) and the row reads of a snapshot or a run's context
+    go to the read alias."""
+    from django.test.utils import CaptureQueriesContext
+
+    from helix_django.runtime.requests import _rows
+
+    store.get_or_create_session("s6-replica")
+    with CaptureQueriesContext(replica) as outside:
+        assert reads.read_session("s6-replica").pk == "s6-replica"
+        assert not reads.holds_active_message("s6-replica", "u1")
+        assert reads.read_rows("s6-replica") == [] and _rows("s6-replica", 5) == []
+    assert len(outside) == 4
+    commits = {
+        "start_run": lambda: start("s6-replica", "u1"),
+        "update_run": lambda: store.update_run(current[0].id, status="streaming"),
+        "save_tool_execution": lambda: store.save_tool_execution(
+            current[0].id, {**tool_fields("c1"), "is_client_tool": True}, status="awaiting_client"
+        ),
+        "answer_tool_execution": lambda: store.answer_tool_execution(current[0].id, "c1", status="succeeded"),
+        "commit_step": lambda: store.commit_step(
+            current[0].id, response_message=answer("a1"), stream_sequence=1, step_count=1
+        ),
+        "supersede": lambda: start("s6-replica", "u2", supersede_live=True),
+        "commit_terminal": lambda: store.commit_terminal(
+            current[0].id, "interrupted", response_message=answer("a3"), stream_sequence=2
+        ),
+        "transition_run": lambda: store.transition_run(current[0].id, frozenset({"interrupted"}), "recovering"),
+        "commit_terminal without output": lambda: store.commit_terminal(
+            current[0].id, "interrupted", response_message=None, stream_sequence=3
+        ),
+        "commit_terminal of an ended run": lambda: store.commit_terminal(
+            current[0].id,
+            "failed",
+            response_message=None,
+            stream_sequence=3,
+            allow_terminal_from=frozenset({"interrupted"}),
+        ),
+        "archive_response": lambda: store.archive_response(current[0].id, stream_sequence=4),
+    }
+    current: list[Run] = []
+    on_replica = {}
+    for name, commit in commits.items():
+        with CaptureQueriesContext(replica) as queries:
+            result = commit()
+        if isinstance(result, Run):
+            current[:] = [result]
+        on_replica[name] = [q["sql"] for q in queries]
+    assert on_replica == dict.fromkeys(commits, [])
+    assert Run.objects.get(pk=current[0].id).status == "failed"
+    assert ChatSession.objects.get(pk="s6-replica").message_count == 3  # u1, a1, u2: a3 archived
+
+
+@pytest.mark.timeout(60)
+def test_archive_response_waiting_on_a_recovery_transition_sees_the_run_live_again():
+    """archive_response ("Discard partial") of an interrupted run, while a recovery moves
+    the run to ``recovering`` (live) under the session lock: archive_response waits on that
+    lock, then must judge the run's status as committed, not as read before the wait (on
+    PostgreSQL the run read before the lock is stale). The recovering run's response row
+    stays."""
+    store.get_or_create_session("s6-archive")
+    run = start("s6-archive", "u1")
+    store.commit_terminal(run.id, "interrupted", response_message=answer("a1", "partial"), stream_sequence=1)
+    reached, outcome, late = threading.Event(), [], []
+    table = Run._meta.db_table
+    hold = holding_after(lambda sql, params: sql.startswith(f'UPDATE "{table}"') and "recovering" in params, reached)
+
+    def recover():
+        with connection.execute_wrapper(hold):
+            return store.transition_run(run.id, frozenset({"interrupted"}), "recovering", lease_owner="w")
+
+    def discard():
+        assert reached.wait(10)
+        return store.archive_response(run.id, stream_sequence=2)
+
+    threads = [in_thread(recover, outcome), in_thread(discard, late)]
+    for thread in threads:
+        thread.join(30)
+    assert outcome == [True]
+    [verdict] = late
+    assert isinstance(verdict, RunNotActionableError), verdict
+    assert Run.objects.get(pk=run.id).status == "recovering"
+    assert Message.objects.get(session_id="s6-archive", ui_id="a1").position == 1
+    assert ChatSession.objects.get(pk="s6-archive").message_count == 2
