@@ -417,8 +417,16 @@ def update_run(run_id: str, **fields: Any) -> None:
 
 
 def delete_session(session_id: str) -> None:
-    """Delete a session with its messages, runs and checkpoints (cascade)."""
-    ChatSession.objects.filter(pk=session_id).delete()
+    """Delete a session with its messages, runs and checkpoints (cascade).
+
+    The session row is locked first, as every write of its runs locks it (002,
+    "Superseded runs"): the cascade's row locks never come before it (on PostgreSQL a
+    fenced write holding the session while the delete held its message rows deadlocked).
+    A run write waiting on the lock then finds its run gone (RunNotFoundError).
+    """
+    with transaction.atomic():
+        if reads.read_session(session_id, lock=True) is not None:
+            ChatSession.objects.filter(pk=session_id).delete()
 
 
 aget_or_create_session = sync_to_async(get_or_create_session)

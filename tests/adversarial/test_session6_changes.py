@@ -473,3 +473,67 @@ def test_archive_response_waiting_on_a_recovery_transition_sees_the_run_live_aga
     assert Run.objects.get(pk=run.id).status == "recovering"
     assert Message.objects.get(session_id="s6-archive", ui_id="a1").position == 1
     assert ChatSession.objects.get(pk="s6-archive").message_count == 2
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("write", ["commit_step", "commit_terminal"])
+def test_a_session_deleted_while_a_fenced_write_holds_it_never_deadlocks(write):
+    """delete_session while a run's fenced write holds the session row (it has the lock,
+    its message and checkpoint writes follow): both finish without a DatabaseError
+    (a deadlock on PostgreSQL when the delete locks message rows before the session); the
+    session is gone."""
+    store.get_or_create_session("s6-delete")
+    run = start("s6-delete", "u1")
+    store.commit_step(run.id, response_message=answer("late-answer", "first"), stream_sequence=1, step_count=1)
+    reached, outcome, late = threading.Event(), [], []
+    table = ChatSession._meta.db_table
+    hold = holding_after(lambda sql, params: sql.startswith(f"SELECT id, current_run_id FROM {table}"), reached, 1.0)
+
+    def fenced():
+        with connection.execute_wrapper(hold):
+            return FENCED_WRITES[write](run.id)
+
+    def delete():
+        assert reached.wait(10)
+        return store.delete_session("s6-delete")
+
+    threads = [in_thread(fenced, late), in_thread(delete, outcome)]
+    for thread in threads:
+        thread.join(30)
+    assert outcome == [None], outcome
+    [verdict] = late
+    assert not isinstance(verdict, Exception) or isinstance(verdict, HelixError), verdict
+    assert not ChatSession.objects.filter(pk="s6-delete").exists()
+    assert not Message.objects.filter(session_id="s6-delete").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("write", sorted(FENCED_WRITES))
+def test_a_fenced_write_waiting_on_a_session_delete_finds_its_run_gone(write):
+    """The other order: delete_session holds the session row, a fenced write of its run
+    waits on it, then finds the run gone: a typed RunNotFoundError, nothing written."""
+    from helix_django.errors import RunNotFoundError
+
+    store.get_or_create_session("s6-delete-first")
+    run = start("s6-delete-first", "u1")
+    reached, outcome, late = threading.Event(), [], []
+    table = ChatSession._meta.db_table
+    hold = holding_after(lambda sql, params: sql.startswith(f"SELECT * FROM {table} WHERE id"), reached)
+
+    def delete():
+        with connection.execute_wrapper(hold):
+            return store.delete_session("s6-delete-first")
+
+    def fenced():
+        assert reached.wait(10)
+        return FENCED_WRITES[write](run.id)
+
+    threads = [in_thread(delete, outcome), in_thread(fenced, late)]
+    for thread in threads:
+        thread.join(30)
+    assert outcome == [None], outcome
+    [verdict] = late
+    assert isinstance(verdict, RunNotFoundError), verdict
+    assert not Run.objects.filter(pk=run.id).exists()
+    assert not Message.objects.filter(session_id="s6-delete-first").exists()
+    assert not ToolExecution.objects.filter(tool_call_id="call-late").exists()
