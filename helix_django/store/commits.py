@@ -32,6 +32,7 @@ from helix_django.models import (
     RunStatus,
 )
 from helix_django.store import reads
+from helix_django.store.inserts import insert
 
 #: Statuses a terminal commit may write.
 TERMINAL_COMMIT_STATUSES = frozenset(
@@ -165,11 +166,13 @@ def _write_message(
     updated = 0 if is_new else Message.objects.filter(session=session, position=position).update(**fields)
     if updated:
         return Message(session=session, position=position, **fields)
-    return Message.objects.create(session=session, position=position, **fields)
+    message = Message(session=session, position=position, **fields)
+    insert(message)
+    return message
 
 
 def _checkpoint(session: ChatSession, run: Run | None, kind: str, message_count: int, sequence: int, step_count: int):
-    return Checkpoint.objects.create(
+    checkpoint = Checkpoint(
         session=session,
         run=run,
         kind=kind,
@@ -178,6 +181,8 @@ def _checkpoint(session: ChatSession, run: Run | None, kind: str, message_count:
         step_count=step_count,
         state=session.state,
     )
+    insert(checkpoint)
+    return checkpoint
 
 
 def get_or_create_session(
@@ -283,8 +288,8 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         message_count = count
         session.current_run, session.message_count = run, message_count
         if create:  # one INSERT with its final fields (foreign keys are checked at commit)
-            session.save(force_insert=True)
-        run.save(force_insert=True)
+            insert(session)
+        insert(run)
         cp = _checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
         for position, message in zip(positions, inputs, strict=True):
             # Positions from ``first_new`` on hold no active row (the session counts [0, n)).

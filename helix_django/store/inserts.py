@@ -1,0 +1,82 @@
+"""One-row INSERTs of helix's models with the statement built once per model and database.
+
+``Model.save(force_insert=True)`` builds its INSERT (the compiler's ``as_sql``) on every
+call; on a send's path that cost more than the statement (a new session's run-start
+commit inserts four rows; docs/performance.md). :func:`insert` builds it once per
+(model, alias) with Django's own compiler, then does for each new row what ``save()``
+does: related fields checked, each field's ``pre_save`` (``auto_now_add``, ``auto_now``)
+and ``get_db_prep_save`` (JSON, datetimes), the auto primary key read back, the
+``pre_save``/``post_save`` signals sent when something listens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from django.db import connections, router
+from django.db.models import Field, Model
+from django.db.models.signals import post_save, pre_save
+from django.db.models.sql.subqueries import InsertQuery
+
+
+@dataclasses.dataclass(frozen=True)
+class _Statement:
+    sql: str
+    fields: tuple[Field, ...]
+    """The fields whose values are the statement's parameters, in order."""
+    auto_field: Field | None
+    """The auto primary key the database assigns (None: the model sets its own)."""
+    returns_pk: bool
+    """The statement ends in ``RETURNING`` the auto primary key (else ``last_insert_id``)."""
+
+
+_statements: dict[tuple[type[Model], str], _Statement] = {}
+
+
+def _statement(model: type[Model], using: str) -> _Statement:
+    meta = model._meta
+    auto_field = meta.auto_field
+    fields = tuple(field for field in meta.local_concrete_fields if field is not auto_field)
+    query = InsertQuery(model)
+    query.insert_values(fields, [model()], raw=False)
+    compiler = query.get_compiler(using=using)
+    compiler.returning_fields = [auto_field] if auto_field is not None else None
+    [(sql, _params)] = compiler.as_sql()
+    returns_pk = auto_field is not None and connections[using].features.can_return_columns_from_insert
+    return _Statement(sql, fields, auto_field, returns_pk)
+
+
+def insert(instance: Model) -> None:
+    """INSERT ``instance`` as a new row, as ``instance.save(force_insert=True)`` would.
+
+    Sets the auto primary key and ``_state`` (``adding=False``, ``db``). A value that is a
+    query expression (``F()``, ``Now()``) changes the statement: such a row is saved by
+    ``save()``. Raises what the database raises (``IntegrityError`` for a duplicate key).
+    """
+    model = type(instance)
+    using = router.db_for_write(model, instance=instance)
+    statement = _statements.get((model, using))
+    if statement is None:
+        statement = _statements[(model, using)] = _statement(model, using)
+    if any(hasattr(getattr(instance, field.attname), "resolve_expression") for field in statement.fields):
+        instance.save(force_insert=True, using=using)
+        return
+    instance._prepare_related_fields_for_save(operation_name="save")
+    if pre_save.has_listeners(model):
+        pre_save.send(sender=model, instance=instance, raw=False, using=using, update_fields=None)
+    connection = connections[using]
+    params: list[Any] = [
+        field.get_db_prep_save(field.pre_save(instance, True), connection=connection) for field in statement.fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(statement.sql, params)
+        if statement.returns_pk:
+            setattr(instance, statement.auto_field.attname, cursor.fetchone()[0])
+        elif statement.auto_field is not None:
+            pk = connection.ops.last_insert_id(cursor, model._meta.db_table, statement.auto_field.column)
+            setattr(instance, statement.auto_field.attname, pk)
+    instance._state.adding = False
+    instance._state.db = using
+    if post_save.has_listeners(model):
+        post_save.send(sender=model, instance=instance, created=True, update_fields=None, raw=False, using=using)
