@@ -196,11 +196,11 @@ def get_or_create_session(
     if session is not None:  # the common case: no transaction, no write lock
         return session, False
     try:
-        with transaction.atomic():
+        with transaction.atomic(using=reads.write_alias()):
             fields = {"owner_id": owner_id, "anonymous_key": anonymous_key, "agent": agent}
             return ChatSession.objects.create(pk=session_id, **fields), True
-    except IntegrityError:  # created by a concurrent request since the read above
-        return ChatSession.objects.get(pk=session_id), False
+    except IntegrityError:  # created by a concurrent request since the read above (read where it was written)
+        return ChatSession.objects.using(reads.write_alias()).get(pk=session_id), False
 
 
 def start_run(request: RunStartRequest) -> RunStartResult:
@@ -227,7 +227,7 @@ def start_run(request: RunStartRequest) -> RunStartResult:
 
 def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         if create:  # inserted with its first run below: no read first, the primary key refuses a duplicate
             session = ChatSession(pk=request.session_id, **dataclasses.asdict(request.new_session))
         else:
@@ -312,7 +312,7 @@ def commit_step(
     ``response_message`` is a UIMessage ``{id, role, parts, metadata}``. Raises
     RunSupersededError when the run no longer holds its session (nothing is written).
     """
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         session, run = _fenced_run(run_id)
         if state is not None:
             session.state = state
@@ -350,7 +350,7 @@ def commit_terminal(
     if status not in TERMINAL_COMMIT_STATUSES:
         raise ValueError(f"not a terminal status: {status}")
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         try:
             session, run = _fenced_run(run_id)
         except RunSupersededError:
@@ -415,7 +415,7 @@ def update_run(run_id: str, **fields: Any) -> None:
     Fenced: raises RunSupersededError when the run no longer holds its session.
     Always refreshes ``last_event_at``.
     """
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         _lock_fence(run_id)
         fields.setdefault("last_event_at", timezone.now())
         Run.objects.filter(pk=run_id).update(**fields)
@@ -429,7 +429,7 @@ def delete_session(session_id: str) -> None:
     fenced write holding the session while the delete held its message rows deadlocked).
     A run write waiting on the lock then finds its run gone (RunNotFoundError).
     """
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         if reads.read_session(session_id, lock=True) is not None:
             ChatSession.objects.filter(pk=session_id).delete()
 

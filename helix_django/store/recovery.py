@@ -22,6 +22,7 @@ from helix_django.models import (
     ToolExecution,
     ToolExecutionStatus,
 )
+from helix_django.store import reads
 from helix_django.store.commits import _checkpoint, _lock_session
 from helix_django.store.reads import read_run
 
@@ -52,7 +53,7 @@ def transition_run(
     the run is in another status or no longer its session's current run.
     """
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         run = read_run(run_id)  # on the alias the transaction writes to, like every read below
         if run is None:
             raise RunNotFoundError()
@@ -75,7 +76,7 @@ def archive_response(run_id: str, *, stream_sequence: int) -> Checkpoint:
     RunNotFoundError, or RunNotActionableError when the run is live or a later turn exists.
     """
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         of_run = read_run(run_id)  # the write alias: a read replica may not have the run's ending yet
         if of_run is None:
             raise RunNotFoundError()

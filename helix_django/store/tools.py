@@ -16,6 +16,7 @@ from helix_django.models import (
     ToolExecution,
     ToolExecutionStatus,
 )
+from helix_django.store import reads
 from helix_django.store.commits import _lock_fence
 
 # --- tool executions (written through helix_django.runtime.tools) ------------------------
@@ -44,7 +45,7 @@ def save_tool_execution(
         values["started_at"] = now
     if status in FINAL_TOOL_STATUSES:
         values["finished_at"] = now
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         _lock_fence(run_id)
         execution, _created = ToolExecution.objects.update_or_create(
             run_id=run_id, tool_call_id=fields["tool_call_id"], defaults=values
@@ -86,7 +87,7 @@ def answer_tool_execution(
         ToolExecutionStatus.AWAITING_APPROVAL: {ToolExecutionStatus.APPROVED, ToolExecutionStatus.DENIED},
     }
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(using=reads.write_alias()):
         _lock_fence(run_id)
         execution = ToolExecution.objects.select_for_update().filter(run_id=run_id, tool_call_id=tool_call_id).first()
         if execution is None:

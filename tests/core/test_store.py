@@ -285,3 +285,52 @@ def test_a_first_send_to_a_session_that_exists_meanwhile_starts_in_it_only_for_i
             new_session=store.NewSession(owner_id=owner.pk),
             input_messages=[user_message("b", "u2")],
         )
+
+
+class HelixAliasRouter:
+    """Every read and write of helix's models on the ``helix`` alias (a second connection to the test database)."""
+
+    def db_for_read(self, model, **hints):
+        return "helix"
+
+    db_for_write = db_for_read
+
+    def allow_relation(self, obj1, obj2, **hints):
+        return True
+
+
+@pytest.fixture
+def helix_alias(settings):
+    from django.db import connections
+    from django.db.utils import load_backend
+
+    settings_dict = {**connections["default"].settings_dict}
+    other = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias="helix")
+    connections["helix"] = other
+    settings.DATABASE_ROUTERS = [HelixAliasRouter()]
+    yield other
+    other.close()
+    del connections["helix"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_routed_to_another_database_is_one_transaction_there(helix_alias):
+    """With a router sending helix's models to another alias, a commit's transaction opens
+    on that alias: a commit that fails after its first INSERT leaves nothing behind (it
+    opened on ``default`` and the rows it wrote on the other alias stayed)."""
+
+    def fail_on_the_checkpoint(execute, sql, params, many, context):
+        if "helix_django_checkpoint" in sql and sql.startswith("INSERT"):
+            raise RuntimeError("the database went away")
+        return execute(sql, params, many, context)
+
+    request = store.RunStartRequest(session_id="routed", input_messages=[user_message("hi")])
+    request.new_session = store.NewSession()
+    with helix_alias.execute_wrapper(fail_on_the_checkpoint), pytest.raises(RuntimeError):
+        store.start_run(request)
+    with connection.cursor() as cursor:  # "default": what the other alias committed
+        cursor.execute("SELECT COUNT(*) FROM helix_django_chatsession WHERE id = 'routed'")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT COUNT(*) FROM helix_django_run WHERE session_id = 'routed'")
+        assert cursor.fetchone()[0] == 0
+    assert store.start_run(request).run.session_id == "routed"  # the alias works for a commit that succeeds
