@@ -8,43 +8,17 @@ IntegrityError path. On SQLite the writes serialize; the outcome must be the sam
 from __future__ import annotations
 
 import asyncio
-import threading
-from collections.abc import Callable
-from typing import Any
 
 import pytest
-from django.db import connection
 
 from helix_django import store
 from helix_django.errors import AlreadyRunningError, StreamFenceError
 from helix_django.models import ChatSession, Message, Stream
 from helix_django.streams import load_stream_manager
+from tests.adversarial.threads import THREADS, race
 from tests.streams.conftest import BACKENDS
 
 pytestmark = pytest.mark.django_db(transaction=True)
-THREADS = 6
-
-
-def race(fn: Callable[[int], Any]) -> list[Any]:
-    """Run ``fn(i)`` in THREADS threads released together; return each result or exception."""
-    barrier = threading.Barrier(THREADS)
-    results: list[Any] = [None] * THREADS
-
-    def target(i: int) -> None:
-        try:
-            barrier.wait(10)
-            results[i] = fn(i)
-        except Exception as exc:
-            results[i] = exc
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    return results
 
 
 def test_racing_first_creations_of_one_session_create_it_once():

@@ -19,6 +19,8 @@ from helix_django import store
 from helix_django.errors import HelixError, RunNotActionableError, RunSupersededError
 from helix_django.models import LIVE_STATUSES, ChatSession, Checkpoint, Message, Run, ToolExecution
 from helix_django.store import reads
+from tests.adversarial.threads import race
+from tests.databases import AliasRouter, second_connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,6 +104,29 @@ def nothing_written_by_the_late_write(run: Run, session_id: str) -> None:
     assert ChatSession.objects.get(pk=session_id).state != {"late": True}
 
 
+def fenced_write_behind(status: str, holder: Callable[[], Any], write: str, run_id: str) -> tuple[Any, Any]:
+    """Run ``holder`` in a thread, held open right after it set a run ``status`` (its
+    transaction holds the session), and the fenced ``write`` of ``run_id`` in another
+    thread meanwhile; return (the holder's result, the write's result or exception)."""
+    reached, outcome, late = threading.Event(), [], []
+    table = Run._meta.db_table
+    hold = holding_after(lambda sql, params: sql.startswith(f'UPDATE "{table}"') and status in params, reached)
+
+    def held():
+        with connection.execute_wrapper(hold):
+            return holder()
+
+    def fenced():
+        assert reached.wait(10)
+        return FENCED_WRITES[write](run_id)
+
+    threads = [in_thread(held, outcome), in_thread(fenced, late)]
+    for thread in threads:
+        thread.join(30)
+    [result], [verdict] = outcome, late
+    return result, verdict
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("write", sorted(FENCED_WRITES))
 def test_a_fenced_write_waiting_on_a_superseding_send_writes_nothing(write):
@@ -111,22 +136,9 @@ def test_a_fenced_write_waiting_on_a_superseding_send_writes_nothing(write):
     session_id = f"s6-sup-{write}"
     store.get_or_create_session(session_id)
     first = start(session_id, "u1")
-    reached, outcome, late = threading.Event(), [], []
-    table = Run._meta.db_table
-    hold = holding_after(lambda sql, params: sql.startswith(f'UPDATE "{table}"') and "superseded" in params, reached)
-
-    def supersede():
-        with connection.execute_wrapper(hold):
-            return start(session_id, "u2", supersede_live=True).id
-
-    def fenced():
-        assert reached.wait(10)
-        return FENCED_WRITES[write](first.id)
-
-    threads = [in_thread(supersede, outcome), in_thread(fenced, late)]
-    for thread in threads:
-        thread.join(30)
-    [second_id], [verdict] = outcome, late
+    second_id, verdict = fenced_write_behind(
+        "superseded", lambda: start(session_id, "u2", supersede_live=True).id, write, first.id
+    )
     assert isinstance(verdict, RunSupersededError), verdict
     nothing_written_by_the_late_write(first, session_id)
     assert first.status == "superseded"
@@ -144,30 +156,16 @@ def test_the_run_status_read_after_the_session_lock_wait_is_the_latest_committed
     session_id = f"s6-rc-{write}"
     store.get_or_create_session(session_id)
     run = start(session_id, "u1")
-    reached, outcome, late = threading.Event(), [], []
-    table = Run._meta.db_table
-    hold = holding_after(lambda sql, params: sql.startswith(f'UPDATE "{table}"') and "cancelled" in params, reached)
 
     def cancel():
-        with connection.execute_wrapper(hold):
-            return store.commit_terminal(run.id, "cancelled", response_message=None, stream_sequence=1).id
+        return store.commit_terminal(run.id, "cancelled", response_message=None, stream_sequence=1).id
 
-    def fenced():
-        assert reached.wait(10)
-        return FENCED_WRITES[write](run.id)
-
-    threads = [in_thread(cancel, outcome), in_thread(fenced, late)]
-    for thread in threads:
-        thread.join(30)
-    [terminal_id], [verdict] = outcome, late
+    terminal_id, verdict = fenced_write_behind("cancelled", cancel, write, run.id)
     assert isinstance(verdict, RunSupersededError), verdict
     nothing_written_by_the_late_write(run, session_id)
     assert run.status == "cancelled"
     assert ChatSession.objects.get(pk=session_id).current_run_id == run.id
     assert Checkpoint.objects.filter(session_id=session_id).order_by("-id").first().id == terminal_id
-
-
-THREADS = 6
 
 
 @pytest.mark.timeout(120)
@@ -200,22 +198,7 @@ def test_a_storm_of_fenced_writes_recovery_transitions_and_sends_on_one_session_
         return store.commit_terminal(run_id, "cancelled", response_message=answer(f"a{round_}"), stream_sequence=2)
 
     for round_ in range(1, 6):
-        barrier, results = threading.Barrier(THREADS), [None] * THREADS
-
-        def target(i: int, round_: int = round_, barrier: threading.Barrier = barrier, results=results) -> None:
-            try:
-                barrier.wait(10)
-                results[i] = operation(i, round_)
-            except Exception as exc:  # inspected below
-                results[i] = exc
-            finally:
-                connection.close()
-
-        threads = [threading.Thread(target=target, args=(i,)) for i in range(THREADS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
+        results = race(lambda i, round_=round_: operation(i, round_))
         leaked = [r for r in results if isinstance(r, Exception) and not isinstance(r, HelixError)]
         assert not leaked, leaked
         session = ChatSession.objects.get(pk=session_id)
@@ -359,32 +342,12 @@ def test_fence_errors_stay_typed_for_odd_run_ids():
         assert reads.live_run_ids("'") == [] and reads.active_positions("'", ["%s", "'"]) == {}
 
 
-class ReplicaRouter:
-    """Reads go to the ``replica`` alias (a second connection to the same database), writes to ``default``."""
-
-    def db_for_read(self, model, **hints):
-        return "replica"
-
-    def db_for_write(self, model, **hints):
-        return "default"
-
-    def allow_relation(self, obj1, obj2, **hints):
-        return True
-
-
 @pytest.fixture
 def replica(settings):
     """A read replica: a second connection to the test database (this thread's), routed every read."""
-    from django.db import connections
-    from django.db.utils import load_backend
-
-    settings_dict = {**connections["default"].settings_dict}
-    connection = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias="replica")
-    connections["replica"] = connection
-    settings.DATABASE_ROUTERS = [ReplicaRouter()]
-    yield connection
-    connection.close()
-    del connections["replica"]
+    with second_connection("replica") as connection:
+        settings.DATABASE_ROUTERS = [AliasRouter(read="replica", write="default")]
+        yield connection
 
 
 def test_with_a_read_replica_a_commit_reads_only_on_the_alias_it_writes_to(replica):

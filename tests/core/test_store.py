@@ -15,6 +15,7 @@ from helix_django.errors import (
     SessionNotFoundError,
 )
 from helix_django.models import ChatSession, Checkpoint, Message, Run
+from tests.databases import AliasRouter, second_connection
 
 pytestmark = pytest.mark.django_db
 
@@ -287,30 +288,11 @@ def test_a_first_send_to_a_session_that_exists_meanwhile_starts_in_it_only_for_i
         )
 
 
-class HelixAliasRouter:
-    """Every read and write of helix's models on the ``helix`` alias (a second connection to the test database)."""
-
-    def db_for_read(self, model, **hints):
-        return "helix"
-
-    db_for_write = db_for_read
-
-    def allow_relation(self, obj1, obj2, **hints):
-        return True
-
-
 @pytest.fixture
 def helix_alias(settings):
-    from django.db import connections
-    from django.db.utils import load_backend
-
-    settings_dict = {**connections["default"].settings_dict}
-    other = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, alias="helix")
-    connections["helix"] = other
-    settings.DATABASE_ROUTERS = [HelixAliasRouter()]
-    yield other
-    other.close()
-    del connections["helix"]
+    with second_connection("helix") as connection:
+        settings.DATABASE_ROUTERS = [AliasRouter(read="helix", write="helix")]
+        yield connection
 
 
 @pytest.mark.django_db(transaction=True)
