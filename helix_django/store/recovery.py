@@ -24,7 +24,6 @@ from helix_django.models import (
 )
 from helix_django.store import reads
 from helix_django.store.commits import _checkpoint, _lock_session
-from helix_django.store.reads import read_run
 
 #: Run fields a recovery may set on a run in any status (never its status or fence).
 RECOVERY_FIELDS = frozenset(
@@ -54,7 +53,7 @@ def transition_run(
     """
     now = timezone.now()
     with transaction.atomic(using=reads.write_alias()):
-        run = read_run(run_id)  # on the alias the transaction writes to, like every read below
+        run = reads.read_run(run_id)  # on the alias the transaction writes to, like every read below
         if run is None:
             raise RunNotFoundError()
         session = _lock_session(run.session_id)
@@ -77,11 +76,11 @@ def archive_response(run_id: str, *, stream_sequence: int) -> Checkpoint:
     """
     now = timezone.now()
     with transaction.atomic(using=reads.write_alias()):
-        of_run = read_run(run_id)  # the write alias: a read replica may not have the run's ending yet
+        of_run = reads.read_run(run_id)  # the write alias: a read replica may not have the run's ending yet
         if of_run is None:
             raise RunNotFoundError()
         session = _lock_session(of_run.session_id)
-        run = read_run(run_id)  # its status under the session lock: a recovery may have moved it since
+        run = reads.read_run(run_id)  # its status under the session lock: a recovery may have moved it since
         if run is None:
             raise RunNotFoundError()
         if session.current_run_id != run_id or run.status in LIVE_STATUSES:
