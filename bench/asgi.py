@@ -6,6 +6,9 @@ is compared with, for a POST of the same body and headers.
 ``/bench/sse?tokens=N&pace=TPS`` streams N SSE frames at TPS per second, each carrying
 its emission time like :class:`bench.provider.ClockProvider`: the floor of the live SSE
 measurement (no persistence, no run).
+
+Like ``example_project/asgi.py`` (the deployment the README describes), the server sets
+the streaming collector thresholds (:mod:`helix_django.tuning`).
 """
 
 import asyncio
@@ -20,7 +23,9 @@ from django.core.asgi import get_asgi_application as django_asgi_application  # 
 django_app = django_asgi_application()
 
 from helix_django.transport.routing import get_asgi_application  # noqa: E402
+from helix_django.tuning import tune_gc_for_streaming  # noqa: E402
 
+tune_gc_for_streaming()
 helix_app = get_asgi_application(django_app, prefix="helix/api/")
 
 

@@ -19,6 +19,11 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from helix_django.recovery.startup import RecoveryOnStartup  # noqa: E402
 from helix_django.transport.routing import get_asgi_application as helix_asgi_application  # noqa: E402
+from helix_django.tuning import tune_gc_for_streaming  # noqa: E402
+
+# Collector thresholds for many live streams in one process (docs/performance.md):
+# CPython's first threshold makes full collections pause every stream under load.
+tune_gc_for_streaming()
 
 # daphne serves no static files itself: the example serves the JS client and the CSS with
 # Django's static files handler (in production, let nginx serve STATIC_ROOT instead).

@@ -16,13 +16,16 @@ event loop alone costs at that load). Target: p99 < 100 ms at 500 generations on
 database manager with SQLite.
 
 This is the stream-manager layer (writer, manager, reader) in one process; the same
-load through the runtime and daphne's SSE route is the ``sse`` section. Both writer
-variants run: as the runtime configures it, and with ``coalesce_deltas=True``.
+load through the runtime and daphne's SSE route is the ``sse`` section. Three variants
+run: one chunk per delta, coalesced deltas (the runtime's default) under CPython's
+collector thresholds, and coalesced deltas under the thresholds a streaming server sets
+(:func:`helix_django.tuning.tune_gc_for_streaming`, as ``example_project/asgi.py`` does).
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import time
 import tracemalloc
@@ -34,6 +37,7 @@ from bench.payloads import unique
 from helix_django.conf import helix_settings
 from helix_django.streams import load_stream_manager
 from helix_django.streams.writer import StreamWriter
+from helix_django.tuning import STREAMING_GC_THRESHOLDS
 
 NAME = "live"
 TARGET_P99_MS = 100.0
@@ -73,8 +77,23 @@ async def _ticker(emitters: list[Callable[[int], None]], tokens: int, rate: floa
                 emit(token)
 
 
-async def _measure(setup: Callable, runs: int, readers_per_run: int, sizes: Sizes) -> Result:
-    """Run one configuration built by ``setup(runs, readers_per_run, result)``."""
+async def _measure(
+    setup: Callable, runs: int, readers_per_run: int, sizes: Sizes, gc_thresholds: tuple[int, int, int] | None = None
+) -> Result:
+    """Run one configuration built by ``setup(runs, readers_per_run, result)``.
+
+    With ``gc_thresholds``, the collector runs with them for the measurement (restored after).
+    """
+    previous = gc.get_threshold()
+    if gc_thresholds is not None:
+        gc.set_threshold(*gc_thresholds)
+    try:
+        return await _measure_with(setup, runs, readers_per_run, sizes)
+    finally:
+        gc.set_threshold(*previous)
+
+
+async def _measure_with(setup: Callable, runs: int, readers_per_run: int, sizes: Sizes) -> Result:
     result = Result()
     tokens = max(1, int(sizes.live_seconds * sizes.live_tokens_per_second))
     tracemalloc.start()
@@ -194,7 +213,11 @@ def _summary(result: Result, pairs: int) -> dict[str, float]:
     }
 
 
-VARIANTS = (("one chunk per delta", False), ("coalesced deltas (default)", True))
+VARIANTS = (
+    ("one chunk per delta", False, None),
+    ("coalesced deltas (default)", True, None),
+    ("coalesced deltas, streaming gc thresholds", True, STREAMING_GC_THRESHOLDS),
+)
 
 
 async def run(sizes: Sizes) -> list[Row]:
@@ -205,19 +228,19 @@ async def run(sizes: Sizes) -> list[Row]:
     rows: list[Row] = []
     for runs, readers in configs:
         keys = ("p50", "p99", "cpu", "chunks_per_token", "heap")
-        values = {variant: {k: [] for k in keys} for variant, _ in VARIANTS}
+        values = {variant: {k: [] for k in keys} for variant, _, _ in VARIANTS}
         bases: dict[str, list[float]] = {k: [] for k in keys}
         for _ in range(repeats):
             base = _summary(await _measure(_queue_setup, runs, readers, sizes), runs * readers)
             for key in keys:
                 bases[key].append(base[key])
-            for variant, coalesce in VARIANTS:
+            for variant, coalesce, thresholds in VARIANTS:
                 setup = _manager_setup(manager, coalesce=coalesce)
-                mine = _summary(await _measure(setup, runs, readers, sizes), runs * readers)
+                mine = _summary(await _measure(setup, runs, readers, sizes, thresholds), runs * readers)
                 for key in keys:
                     values[variant][key].append(mine[key])
         plural = "s" if readers > 1 else ""
-        for variant, _ in VARIANTS:
+        for variant, _, _ in VARIANTS:
             name = f"database/sqlite, {variant}: {runs} runs x {readers} reader{plural}"
             rows.extend(_rows(name, values[variant], bases, runs == TARGET_RUNS and readers == 1))
     await manager.aclose()
