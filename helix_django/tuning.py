@@ -10,10 +10,10 @@ DRF, the provider SDK: 100 000 objects and 30-50 ms on the bench machine) and pa
 every stream while they run. A first threshold above the working set lets those objects
 die young.
 
-Measured by ``python -m bench --live`` (docs/performance.md, seventh session): 500 runs x
-50 tok/s on the database manager with SQLite after the runtime and e2e sections had
-loaded their modules, p99 79-102 ms with CPython's thresholds (about 300 young and 2-3
-full collections in 4 s), 51-57 ms with these (2-3 young collections, no full one).
+Measured by ``python -m bench`` (docs/performance.md, seventh session): 500 runs x 50
+tok/s on the database manager with SQLite, p99 94 ms with CPython's thresholds (about
+300 young and 2-3 full collections in each 4 s measurement) and 68 ms with these (2-3
+young collections, no full one).
 
 Opt-in, because it changes the whole process: call :func:`tune_gc_for_streaming` once in
 ``asgi.py`` (``example_project/asgi.py`` does).
