@@ -3,17 +3,18 @@
 With hundreds of live streams, one process holds thousands of short-lived objects at any
 moment: each stream's pending delta and batch, the group commit's requests and futures,
 every reader's wake-up and decoded chunks. CPython's first collector threshold (700
-allocations) is below that working set, so a young collection runs every few
-milliseconds, finds those objects alive and promotes them. The promoted objects then
-trigger full collections, which walk every object the application has loaded (Django,
-DRF, the provider SDK: 100 000 objects and 30-50 ms on the bench machine) and pause
-every stream while they run. A first threshold above the working set lets those objects
-die young.
+net allocations of tracked objects) is below that working set, so a young collection
+runs every few milliseconds, finds those objects alive and promotes them. The promoted
+objects then trigger full collections, which walk every object the application has
+loaded (Django, DRF, the provider SDK: about 100 000 objects, 25-45 ms per collection on
+the bench machine) and pause every stream while they run. A first threshold above the
+working set lets those objects die young.
 
-Measured by ``python -m bench`` (docs/performance.md, seventh session): 500 runs x 50
-tok/s on the database manager with SQLite, p99 94 ms with CPython's thresholds (about
-300 young and 2-3 full collections in each 4 s measurement) and 68 ms with these (2-3
-young collections, no full one).
+Measured with ``python -m bench`` (docs/performance.md, seventh session): 500 runs x 50
+tok/s on the database manager with SQLite, p99 94 ms with CPython's thresholds and 68 ms
+with these in the full run; counted with ``gc.callbacks`` in one such measurement, about
+300 young and 2-3 full collections in 4 s with CPython's thresholds, 2-3 young and no
+full one with these.
 
 Opt-in, because it changes the whole process: call :func:`tune_gc_for_streaming` once in
 ``asgi.py`` (``example_project/asgi.py`` does).

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
@@ -38,8 +39,11 @@ def test_tuning_sets_the_streaming_thresholds_and_returns_the_previous_ones():
         gc.set_threshold(*before)
 
 
-async def _collections_while_streaming(thresholds: tuple[int, int, int]) -> Counter:
-    """Return collections per generation while STREAMS writers and readers exchange TOKENS deltas each."""
+async def _collections_while_streaming(label: str, configure: Callable[[], object]) -> Counter:
+    """Return collections per generation while STREAMS writers and readers exchange TOKENS deltas each.
+
+    ``configure()`` sets the collector's thresholds for the exchange (restored after).
+    """
     manager = load_stream_manager(
         "gc", {"gc": {"BACKEND": "helix_django.streams.database.DatabaseStreamManager", "OPTIONS": {}}}
     )
@@ -51,7 +55,7 @@ async def _collections_while_streaming(thresholds: tuple[int, int, int]) -> Coun
             received[stream_id] += len(chunk["delta"].split())
 
     for n in range(STREAMS):
-        stream_id = f"gc_{thresholds[0]}_{n}"
+        stream_id = f"gc_{label}_{n}"
         await manager.claim_stream(stream_id, "run_gc", epoch=1)
         writers.append(StreamWriter(manager, stream_id, "run_gc", flush_interval_ms=15, coalesce_deltas=True))
         readers.append(asyncio.ensure_future(follow(stream_id)))
@@ -65,7 +69,7 @@ async def _collections_while_streaming(thresholds: tuple[int, int, int]) -> Coun
 
     gc.collect()
     previous = gc.get_threshold()
-    gc.set_threshold(*thresholds)
+    configure()
     gc.callbacks.append(count)
     try:
         for token in range(TOKENS):
@@ -86,8 +90,8 @@ async def _collections_while_streaming(thresholds: tuple[int, int, int]) -> Coun
 
 
 async def test_live_streams_cause_far_fewer_collections_under_the_streaming_thresholds():
-    cpython = await _collections_while_streaming(CPYTHON_THRESHOLDS)
-    streaming = await _collections_while_streaming(STREAMING_GC_THRESHOLDS)
+    cpython = await _collections_while_streaming("cpython", lambda: gc.set_threshold(*CPYTHON_THRESHOLDS))
+    streaming = await _collections_while_streaming("streaming", tune_gc_for_streaming)
     # CPython's thresholds collect young objects over and over and promote the streams'
     # in-flight objects into the older generations; the streaming ones leave them to die young.
     assert cpython[0] >= 10, cpython
