@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import openai
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseReasoningItem
 
 from helix_django.errors import ProviderError
 from helix_django.runtime.providers.base import (
@@ -260,12 +261,14 @@ class OpenAIProvider(BaseProvider):
         )
         text, reasoning, calls = "", "", []
         for item in response.output or []:
+            # Match on the "type" discriminator as before; isinstance narrows the SDK's union
+            # (an unknown type is built as ResponseOutputMessage, so isinstance alone is not enough).
             kind = getattr(item, "type", "")
-            if kind == "message":
+            if kind == "message" and isinstance(item, ResponseOutputMessage):
                 text += "".join(getattr(c, "text", "") or "" for c in item.content or [])
-            elif kind == "reasoning":
+            elif kind == "reasoning" and isinstance(item, ResponseReasoningItem):
                 reasoning += "".join(getattr(s, "text", "") or "" for s in item.summary or [])
-            elif kind == "function_call":
+            elif kind == "function_call" and isinstance(item, ResponseFunctionToolCall):
                 calls.append(ToolCall(item.call_id, item.name, item.arguments or ""))
         reason = "tool-calls" if calls else "stop"
         return OperationResult(status, text, reasoning, calls, reason, _usage(response))
