@@ -46,6 +46,8 @@ def provider_for(run: Run) -> Any | None:
     agent = (helix_settings.AGENTS or {}).get(run.agent) or (helix_settings.AGENTS or {}).get(
         helix_settings.DEFAULT_AGENT
     )
+    if agent is None:
+        agent = {}  # no such agent: the KeyError below reports it
     try:
         config = agent["PROVIDER"]
         return import_string(config["BACKEND"])(config.get("OPTIONS", {}))

@@ -77,8 +77,8 @@ class RunLoop(EndingsMixin):
         self.is_ending = False
         """Set once the run commits its end: the lease is released by that commit, not lost."""
         self.last_event_at = 0.0
-        self.task: asyncio.Task[str] | None = None
-        """The asyncio task running :meth:`run_forever` (set by the executor)."""
+        self.task: asyncio.Task[Any] | None = None
+        """The asyncio task running :meth:`run_forever` (set by the executor; it may wrap the call)."""
 
     # --- chunks --------------------------------------------------------------------------
 

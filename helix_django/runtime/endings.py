@@ -57,6 +57,7 @@ class EndingsMixin:
         self.emit({"type": "helix-run-end", "status": "completed"})
         await self.flush()
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="completed")
+        assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
         return await self._finished(checkpoint.run, RunStatus.COMPLETED)
 
     async def _suspend(self) -> str:
@@ -89,9 +90,11 @@ class EndingsMixin:
         )
         self.emit({"type": "helix-run-end", "status": status})
         await self.flush()
+        assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
         return checkpoint.run
 
     async def _end_failed(self, exc: BaseException) -> str:
+        error: HelixError
         if isinstance(exc, ProviderError) and exc.cause == "stream_dropped":
             status, error = RunStatus.INTERRUPTED, RunInterruptedError(cause="stream_dropped")
         else:

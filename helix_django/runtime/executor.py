@@ -83,7 +83,10 @@ class LocalExecutor(RestartsMixin):
         (or a user's Continue/Regenerate) takes it over. For process shutdown and tests.
         """
         entry = self._entries.get(run_id)
-        if entry is None or entry.task is None or entry.done.done() or entry.event_loop.is_closed():
+        if entry is None or entry.task is None or entry.done.done():
+            return False
+        assert entry.event_loop is not None  # _start_task sets event_loop together with task
+        if entry.event_loop.is_closed():
             return False
         entry.event_loop.call_soon_threadsafe(entry.task.cancel)
         return True

@@ -98,7 +98,9 @@ def tool_answers(message: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(part, dict) or not is_tool_part(part) or not isinstance(part.get("toolCallId"), str):
             continue
         state, call_id = part.get("state"), part["toolCallId"]
-        approval = part.get("approval") if isinstance(part.get("approval"), dict) else {}
+        approval = part.get("approval")
+        if not isinstance(approval, dict):
+            approval = {}
         if state == "approval-responded" or (state == "output-denied" and "approved" in approval):
             answers.append({"toolCallId": call_id, "approved": bool(approval.get("approved"))})
         elif state == "output-available":

@@ -42,7 +42,7 @@ from helix_django.streams.writer import StreamWriter
 try:  # Django 6.x ships the Tasks framework; 5.2 uses the django-tasks backport.
     from django.tasks import task
 except ImportError:  # pragma: no cover - depends on the Django version
-    from django_tasks import task
+    from django_tasks import task  # type: ignore[no-redef]  # same decorator, from the backport
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ async def arun_handed_off(run_id: str, from_owner: str, data: dict[str, Any]) ->
         approved=approved,
         add_continue_instruction=bool(data.get("add_continue_instruction")),
     )
-    loop.task = asyncio.current_task()  # type: ignore[assignment]
+    loop.task = asyncio.current_task()
     status = await loop.run_forever()
     logger.info("run %s executed on %s: %s", run_id, owner, status)
     return status
