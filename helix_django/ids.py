@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import TypeGuard
 
 from helix_django.errors import ValidationError
 
@@ -16,7 +17,7 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
-def is_valid_session_id(value: object) -> bool:
+def is_valid_session_id(value: object) -> TypeGuard[str]:
     """Return whether ``value`` is a valid public session id (1-128 of ``[A-Za-z0-9_-]``)."""
     return isinstance(value, str) and bool(_ID_RE.match(value))
 

@@ -190,16 +190,15 @@ def _assemble(
     truncate_id: int | None,
     options: SnapshotOptions,
 ) -> dict[str, Any]:
-    legacy = checkpoint is None
     snapshot: dict[str, Any] = {
         "sessionId": session.id,
         "messages": [_convert(row, options) for row in rows],
-        "streamSequence": (stream.head_sequence if stream else 0) if legacy else checkpoint.stream_sequence,
-        "state": session.state if legacy else checkpoint.state,
+        "streamSequence": (stream.head_sequence if stream else 0) if checkpoint is None else checkpoint.stream_sequence,
+        "state": session.state if checkpoint is None else checkpoint.state,
         "status": status,
         "latestTruncateCheckpointId": truncate_id,
-        "checkpointId": None if legacy else checkpoint.id,
-        "stepCount": 0 if legacy else checkpoint.step_count,
+        "checkpointId": None if checkpoint is None else checkpoint.id,
+        "stepCount": 0 if checkpoint is None else checkpoint.step_count,
         "runId": run.id if run else None,
         "runStatus": run.status if run else None,
     }

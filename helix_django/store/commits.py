@@ -229,6 +229,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
     now = timezone.now()
     with transaction.atomic(using=reads.write_alias()):
         if create:  # inserted with its first run below: no read first, the primary key refuses a duplicate
+            assert request.new_session is not None  # create is True only for a request naming a new session
             session = ChatSession(pk=request.session_id, **dataclasses.asdict(request.new_session))
         else:
             session = _lock_session(request.session_id)
@@ -350,6 +351,7 @@ def commit_terminal(
     if status not in TERMINAL_COMMIT_STATUSES:
         raise ValueError(f"not a terminal status: {status}")
     now = timezone.now()
+    run: Run | None
     with transaction.atomic(using=reads.write_alias()):
         try:
             session, run = _fenced_run(run_id)

@@ -62,7 +62,8 @@ def insert(instance: Model) -> None:
     if any(hasattr(getattr(instance, field.attname), "resolve_expression") for field in statement.fields):
         instance.save(force_insert=True, using=using)
         return
-    instance._prepare_related_fields_for_save(operation_name="save")
+    # Django's private step of save() (related objects saved, cached ids copied), on purpose; not in the stubs.
+    instance._prepare_related_fields_for_save(operation_name="save")  # type: ignore[attr-defined]
     if pre_save.has_listeners(model):
         pre_save.send(sender=model, instance=instance, raw=False, using=using, update_fields=None)
     connection = connections[using]
@@ -71,11 +72,14 @@ def insert(instance: Model) -> None:
     ]
     with connection.cursor() as cursor:
         cursor.execute(statement.sql, params)
+        auto_field = statement.auto_field
         if statement.returns_pk:
-            setattr(instance, statement.auto_field.attname, cursor.fetchone()[0])
-        elif statement.auto_field is not None:
-            pk = connection.ops.last_insert_id(cursor, model._meta.db_table, statement.auto_field.column)
-            setattr(instance, statement.auto_field.attname, pk)
+            assert auto_field is not None  # _statement sets returns_pk only for an auto primary key
+            setattr(instance, auto_field.attname, cursor.fetchone()[0])
+        elif auto_field is not None:
+            assert auto_field.column is not None  # a concrete field always has a column
+            pk = connection.ops.last_insert_id(cursor, model._meta.db_table, auto_field.column)
+            setattr(instance, auto_field.attname, pk)
     instance._state.adding = False
     instance._state.db = using
     if post_save.has_listeners(model):

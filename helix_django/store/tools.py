@@ -82,7 +82,7 @@ def answer_tool_execution(
     """
     from helix_django.errors import InvalidToolResultError
 
-    allowed = {
+    allowed: dict[str, set[str]] = {
         ToolExecutionStatus.AWAITING_CLIENT: {ToolExecutionStatus.SUCCEEDED, ToolExecutionStatus.FAILED},
         ToolExecutionStatus.AWAITING_APPROVAL: {ToolExecutionStatus.APPROVED, ToolExecutionStatus.DENIED},
     }

@@ -229,7 +229,7 @@ class DatabaseStreamManager(BaseStreamManager):
         """
         connection = connections[self.using]
         now = connection.ops.adapt_datetimefield_value(timezone.now())
-        params = [stream_id, ACTIVE, run_id, epoch, now, now]
+        params: list[Any] = [stream_id, ACTIVE, run_id, epoch, now, now]  # as the backend adapts them
         if connection.features.can_return_columns_from_insert:  # PostgreSQL, SQLite >= 3.35: one statement
             with connection.cursor() as cursor:
                 cursor.execute(f"{self._claim_sql} RETURNING {INFO_COLUMNS}", params)

@@ -235,7 +235,8 @@ class RedisStreamManager(BaseStreamManager):
     async def get_info(self, stream_id: str) -> StreamInfo | None:
         meta = self.keys(stream_id)[0]
         values = await self._call("info", lambda s: s.client.hmget(meta, list(redis_scripts.INFO_FIELDS)))
-        return _info(stream_id, values)
+        # The client decodes responses (decode_responses=True); redis's types cannot say so.
+        return _info(stream_id, values)  # type: ignore[arg-type]
 
     async def read_after(
         self, stream_id: str, after: int, *, limit: int = 500
