@@ -175,8 +175,10 @@ class SessionDetailView(HelixAPIView):
 
     def delete(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
-        if session.current_run_id and Run.objects.filter(pk=session.current_run_id).first().is_live:
-            raise AlreadyRunningError()
+        if session.current_run_id:
+            current = Run.objects.filter(pk=session.current_run_id).first()
+            if current is not None and current.is_live:  # None: deleted since the read (a concurrent delete)
+                raise AlreadyRunningError()
         delete_session(session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

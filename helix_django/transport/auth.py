@@ -66,8 +66,9 @@ class _UnparsedBody(BaseParser):
         return {}
 
 
-def _no_response(request: Any) -> None:
-    return None
+def _no_response(request: Any) -> HttpResponse:
+    """The ``get_response`` SessionMiddleware requires; never called (only ``process_request`` is used)."""
+    return HttpResponse()
 
 
 def authenticate(scope: dict[str, Any], body: bytes = b"", *, create_anonymous: bool = False) -> Identity:
@@ -75,7 +76,8 @@ def authenticate(scope: dict[str, Any], body: bytes = b"", *, create_anonymous: 
     request = ASGIRequest(scope, io.BytesIO(body))
     middleware = SessionMiddleware(_no_response)
     middleware.process_request(request)
-    request.user = SimpleLazyObject(lambda: get_user(request))
+    # A lazy user, as AuthenticationMiddleware sets it; the stubs type request.user as the user itself.
+    request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
     drf_request = Request(request, parsers=[_UnparsedBody()], authenticators=authenticators())
     try:
         user = drf_request.user

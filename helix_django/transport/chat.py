@@ -168,6 +168,7 @@ class ChatConsumer:
                 raise
             if invalid is not None:
                 raise invalid
+            assert request is not None  # _parse returns a request whenever it returns no error
             disconnected, plan = await run_until_disconnect(receive, plan_chat(request, caller))
         except ClientDisconnected:
             return

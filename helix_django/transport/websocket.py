@@ -31,7 +31,7 @@ from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from helix_django.api.ownership import get_owned_session, owner_for
-from helix_django.errors import ValidationError, as_helix_error
+from helix_django.errors import SessionNotFoundError, ValidationError, as_helix_error
 from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
 from helix_django.models import ChatSession
 from helix_django.streams import get_stream_manager
@@ -75,6 +75,15 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             return
         await self.receive_json(content)
 
+    def _session(self) -> ChatSession:
+        """Return the socket's session; raise SessionNotFoundError if connect() found none.
+
+        Not expected: :meth:`receive` drops every message until connect() found the session.
+        """
+        if self.session is None:
+            raise SessionNotFoundError()
+        return self.session
+
     async def send_error(self, exc: BaseException) -> None:
         """Send a typed error frame, keeping the socket open."""
         log_unexpected("websocket", exc)
@@ -107,7 +116,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         handle = await asyncio.shield(
             asyncio.ensure_future(
                 get_executor().execute(
-                    session=self.session,
+                    session=self._session(),
                     messages=messages,
                     request_key=validate_request_key(key) if key else None,
                     trigger=trigger,
@@ -132,7 +141,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         from helix_django.transport.chat import get_executor
 
         # Read again (the current run moves on); a session deleted meanwhile is 404, not a 500.
-        session = await sync_to_async(get_owned_session)(self.session.pk, self.owner)
+        session = await sync_to_async(get_owned_session)(self._session().pk, self.owner)
         run_id = content.get("run_id") or session.current_run_id
         if not isinstance(run_id, str) or not run_id:
             raise ValidationError("No run to cancel", cause="run_id")
@@ -148,13 +157,12 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
     async def _stream(self, from_sequence: int) -> None:
         manager = get_stream_manager()
         try:
-            info = await manager.get_info(self.session.stream_id)
+            stream_id = self._session().stream_id
+            info = await manager.get_info(stream_id)
             if info is None:
                 await self.send_json({"type": "error", "error": "Stream not found", "code": "stream_not_found"})
                 return
-            reader = ResumableReader(
-                manager, self.session.stream_id, from_sequence=from_sequence, wait_for_live=False, info=info
-            )
+            reader = ResumableReader(manager, stream_id, from_sequence=from_sequence, wait_for_live=False, info=info)
             async for frame in stream_frames(reader):
                 await self.send_json(frame)
         except asyncio.CancelledError:
