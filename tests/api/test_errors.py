@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 from helix_django import snapshot as snapshot_module
 from helix_django import store
 from helix_django.errors import HistoryIncompleteError
+from helix_django.models import ChatSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -127,3 +128,17 @@ def test_snapshot_of_a_real_session(client, user):
     response = client.get("/helix/api/sessions/chat_real/snapshot")
     assert response.status_code == 200
     assert response.json() == snapshot_module.build_snapshot("chat_real")
+
+
+def test_delete_when_the_current_run_vanished_since_the_session_read_is_204(user, monkeypatch):
+    # The race of two DELETEs of one session: the session was read while its run existed,
+    # and the run was gone by the live check. A vanished run is not live: 204, not a 500.
+    store.get_or_create_session("chat_race", owner_id=user.pk)
+    stale = ChatSession.objects.get(pk="chat_race")
+    stale.current_run_id = "run_deleted_meanwhile"
+    monkeypatch.setattr("helix_django.api.views.get_owned_session", lambda session_id, owner: stale)
+    client = APIClient()
+    client.force_login(user)
+    response = client.delete("/helix/api/sessions/chat_race/")
+    assert response.status_code == 204
+    assert not ChatSession.objects.filter(pk="chat_race").exists()
