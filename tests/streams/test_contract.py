@@ -49,6 +49,24 @@ async def test_reader_from_cursor_yields_exactly_later_chunks_once(manager):
         assert reader.current_sequence == 50
 
 
+async def test_a_second_task_iterating_a_busy_reader_is_refused_and_the_first_gets_every_chunk(manager):
+    # Two tasks on one cursor would split or repeat chunks: the second is refused at once.
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [chunk(1)])
+    reader = await manager.create_resumable_reader("s1", from_sequence=0)
+    assert (await anext(reader))[0] == 1
+    first = asyncio.ensure_future(anext(reader))
+    for _ in range(10):  # let the first task start and park
+        await asyncio.sleep(0)
+    await parked(manager, "s1")
+    with pytest.raises(RuntimeError, match="one reader per task"):
+        await anext(reader)
+    await manager.append("s1", "run_a", [chunk(2), chunk(3)])
+    assert (await asyncio.wait_for(first, TIMEOUT))[0] == 2
+    await manager.end_stream("s1", "run_a")
+    assert [s for s, _ in await asyncio.wait_for(collect(reader), TIMEOUT)] == [3]
+
+
 async def test_backlog_boundary_and_live_tail(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
     await manager.append("s1", "run_a", [chunk(i) for i in range(1, 11)])
