@@ -173,12 +173,20 @@ class SessionDetailView(HelixAPIView):
     def get(self, request: Request, session_id: str) -> Response:
         return Response(SessionSerializer(self.session(session_id)).data)
 
+    @staticmethod
+    def _current_run(session: ChatSession) -> Run | None:
+        return Run.objects.filter(pk=session.current_run_id).first() if session.current_run_id else None
+
     def delete(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
-        if session.current_run_id:
-            current = Run.objects.filter(pk=session.current_run_id).first()
-            if current is not None and current.is_live:  # None: deleted since the read (a concurrent delete)
-                raise AlreadyRunningError()
+        current = self._current_run(session)
+        if session.current_run_id and current is None:
+            # The run vanished since the read (a concurrent delete, or the id reused since):
+            # read the session again, owner checked (404 once it is gone or someone else's).
+            session = self.session(session_id)
+            current = self._current_run(session)
+        if current is not None and current.is_live:
+            raise AlreadyRunningError()
         delete_session(session.pk)
         return Response(status=status.HTTP_204_NO_CONTENT)
 

@@ -142,3 +142,21 @@ def test_delete_when_the_current_run_vanished_since_the_session_read_is_204(user
     response = client.delete("/helix/api/sessions/chat_race/")
     assert response.status_code == 204
     assert not ChatSession.objects.filter(pk="chat_race").exists()
+
+
+def test_delete_never_removes_a_session_reused_by_someone_else_after_the_read(user, monkeypatch):
+    # Session ids are chosen by clients: after a concurrent delete, another user may own the
+    # same id. The stale read's run is gone, so the view reads again and finds no session of its own.
+    from helix_django.api import views
+
+    other = get_user_model().objects.create_user(username="bob", password="pw-not-secret")
+    store.get_or_create_session("chat_reused", owner_id=other.pk)
+    stale = ChatSession(pk="chat_reused", owner_id=user.pk, current_run_id="run_deleted_meanwhile")
+    real = views.get_owned_session
+    reads = iter([lambda *args: stale, real])
+    monkeypatch.setattr(views, "get_owned_session", lambda *args: next(reads)(*args))
+    client = APIClient()
+    client.force_login(user)
+    response = client.delete("/helix/api/sessions/chat_reused/")
+    assert response.status_code == 404 and response.json()["code"] == "state_session_not_found"
+    assert ChatSession.objects.filter(pk="chat_reused", owner_id=other.pk).exists()

@@ -204,3 +204,18 @@ async def test_retrieve_reads_a_completed_background_response(server):
     assert (await provider.retrieve("resp_missing")).status == "unknown"
     assert await provider.cancel(operation_id) == "already_finished"
     await provider.aclose()
+
+
+def test_the_provider_imports_with_an_sdk_that_lacks_newer_responses_types():
+    # openai>=1.50 is allowed; types such as ResponseReasoningItem came later (1.66 has none).
+    # The provider module must import without them (chat-completions agents never need them).
+    import subprocess
+    import sys
+
+    code = (
+        "import openai.types.responses as types; del types.ResponseReasoningItem, types.ResponseOutputMessage; "
+        "import helix_django.runtime.providers.openai as provider; print(provider.OpenAIProvider.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "OpenAIProvider"

@@ -21,11 +21,13 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 import openai
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseReasoningItem
+
+if TYPE_CHECKING:  # for the type checker only: older SDKs the package allows lack these modules
+    from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseReasoningItem
 
 from helix_django.errors import ProviderError
 from helix_django.runtime.providers.base import (
@@ -261,15 +263,18 @@ class OpenAIProvider(BaseProvider):
         )
         text, reasoning, calls = "", "", []
         for item in response.output or []:
-            # Match on the "type" discriminator as before; isinstance narrows the SDK's union
-            # (an unknown type is built as ResponseOutputMessage, so isinstance alone is not enough).
+            # The "type" discriminator selects the item; the casts only tell the type checker
+            # which member of the SDK's union that is (no runtime import of those classes).
             kind = getattr(item, "type", "")
-            if kind == "message" and isinstance(item, ResponseOutputMessage):
-                text += "".join(getattr(c, "text", "") or "" for c in item.content or [])
-            elif kind == "reasoning" and isinstance(item, ResponseReasoningItem):
-                reasoning += "".join(getattr(s, "text", "") or "" for s in item.summary or [])
-            elif kind == "function_call" and isinstance(item, ResponseFunctionToolCall):
-                calls.append(ToolCall(item.call_id, item.name, item.arguments or ""))
+            if kind == "message":
+                message = cast("ResponseOutputMessage", item)
+                text += "".join(getattr(c, "text", "") or "" for c in message.content or [])
+            elif kind == "reasoning":
+                summary = cast("ResponseReasoningItem", item).summary
+                reasoning += "".join(getattr(s, "text", "") or "" for s in summary or [])
+            elif kind == "function_call":
+                call = cast("ResponseFunctionToolCall", item)
+                calls.append(ToolCall(call.call_id, call.name, call.arguments or ""))
         reason = "tool-calls" if calls else "stop"
         return OperationResult(status, text, reasoning, calls, reason, _usage(response))
 
