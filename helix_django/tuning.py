@@ -3,7 +3,7 @@
 With hundreds of live streams, one process holds thousands of short-lived objects at any
 moment: each stream's pending delta and batch, the group commit's requests and futures,
 every reader's wake-up and decoded chunks. CPython's first collector threshold (700
-net allocations of tracked objects) is below that working set, so a young collection
+net allocations of tracked objects on Python 3.10-3.12) is below that working set, so a young collection
 runs every few milliseconds, finds those objects alive and promotes them. The promoted
 objects then trigger full collections, which walk every object the application has
 loaded (Django, DRF, the provider SDK: about 100 000 objects, 25-45 ms per collection on
@@ -24,18 +24,20 @@ from __future__ import annotations
 
 import gc
 
-#: ``gc.set_threshold`` values for a streaming server: the first raised from CPython's 700,
-#: the older generations' as CPython sets them.
-STREAMING_GC_THRESHOLDS: tuple[int, int, int] = (10_000, 10, 10)
+#: The collector's first threshold for a streaming server (CPython's default: 700 on
+#: Python 3.10-3.12, 2 000 on 3.13).
+STREAMING_GC_THRESHOLD0 = 10_000
 
 
 def tune_gc_for_streaming() -> tuple[int, int, int]:
-    """Set the collector's thresholds to :data:`STREAMING_GC_THRESHOLDS`; return the previous ones.
+    """Raise the collector's first threshold to :data:`STREAMING_GC_THRESHOLD0`; return the previous thresholds.
 
-    Returns the ``(threshold0, threshold1, threshold2)`` that were in force, so a caller
-    can restore them with ``gc.set_threshold(*previous)``. Raises nothing. Only the
-    thresholds change: the collector stays enabled and cyclic garbage is still freed.
+    The other thresholds stay as the process has them (their meaning differs between
+    Python versions), and a first threshold already higher is kept. Returns the
+    ``(threshold0, threshold1, threshold2)`` that were in force, so a caller can restore
+    them with ``gc.set_threshold(*previous)``. Raises nothing. The collector stays
+    enabled and cyclic garbage is still freed.
     """
     previous = gc.get_threshold()
-    gc.set_threshold(*STREAMING_GC_THRESHOLDS)
+    gc.set_threshold(max(previous[0], STREAMING_GC_THRESHOLD0), *previous[1:])
     return previous

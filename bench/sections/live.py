@@ -37,7 +37,7 @@ from bench.payloads import unique
 from helix_django.conf import helix_settings
 from helix_django.streams import load_stream_manager
 from helix_django.streams.writer import StreamWriter
-from helix_django.tuning import STREAMING_GC_THRESHOLDS
+from helix_django.tuning import tune_gc_for_streaming
 
 NAME = "live"
 TARGET_P99_MS = 100.0
@@ -77,16 +77,12 @@ async def _ticker(emitters: list[Callable[[int], None]], tokens: int, rate: floa
                 emit(token)
 
 
-async def _measure(
-    setup: Callable, runs: int, readers_per_run: int, sizes: Sizes, gc_thresholds: tuple[int, int, int] | None = None
-) -> Result:
+async def _measure(setup: Callable, runs: int, readers_per_run: int, sizes: Sizes, tune_gc: bool = False) -> Result:
     """Run one configuration built by ``setup(runs, readers_per_run, result)``.
 
-    With ``gc_thresholds``, the collector runs with them for the measurement (restored after).
+    With ``tune_gc``, the measurement runs after :func:`tune_gc_for_streaming` (thresholds restored after).
     """
-    previous = gc.get_threshold()
-    if gc_thresholds is not None:
-        gc.set_threshold(*gc_thresholds)
+    previous = tune_gc_for_streaming() if tune_gc else gc.get_threshold()
     try:
         return await _measure_with(setup, runs, readers_per_run, sizes)
     finally:
@@ -214,9 +210,9 @@ def _summary(result: Result, pairs: int) -> dict[str, float]:
 
 
 VARIANTS = (
-    ("one chunk per delta", False, None),
-    ("coalesced deltas (default)", True, None),
-    ("coalesced deltas, streaming gc thresholds", True, STREAMING_GC_THRESHOLDS),
+    ("one chunk per delta", False, False),
+    ("coalesced deltas (default)", True, False),
+    ("coalesced deltas, streaming gc thresholds", True, True),
 )
 
 
@@ -234,9 +230,9 @@ async def run(sizes: Sizes) -> list[Row]:
             base = _summary(await _measure(_queue_setup, runs, readers, sizes), runs * readers)
             for key in keys:
                 bases[key].append(base[key])
-            for variant, coalesce, thresholds in VARIANTS:
+            for variant, coalesce, tune_gc in VARIANTS:
                 setup = _manager_setup(manager, coalesce=coalesce)
-                mine = _summary(await _measure(setup, runs, readers, sizes, thresholds), runs * readers)
+                mine = _summary(await _measure(setup, runs, readers, sizes, tune_gc), runs * readers)
                 for key in keys:
                     values[variant][key].append(mine[key])
         plural = "s" if readers > 1 else ""

@@ -2,7 +2,7 @@
 
 Counts collections (not time) while 300 live streams on the database manager are written
 and read, as the bench's live section does, once under CPython's thresholds and once
-under STREAMING_GC_THRESHOLDS.
+after tune_gc_for_streaming().
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from helix_django.streams import load_stream_manager
 from helix_django.streams.writer import StreamWriter
-from helix_django.tuning import STREAMING_GC_THRESHOLDS, tune_gc_for_streaming
+from helix_django.tuning import STREAMING_GC_THRESHOLD0, tune_gc_for_streaming
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,8 +33,11 @@ def test_tuning_sets_the_streaming_thresholds_and_returns_the_previous_ones():
     try:
         gc.set_threshold(*CPYTHON_THRESHOLDS)
         assert tune_gc_for_streaming() == CPYTHON_THRESHOLDS
-        assert gc.get_threshold() == STREAMING_GC_THRESHOLDS
+        assert gc.get_threshold() == (STREAMING_GC_THRESHOLD0, 10, 10)
         assert gc.isenabled()
+        gc.set_threshold(50_000, 7, 9)  # a higher first threshold and the others are kept
+        assert tune_gc_for_streaming() == (50_000, 7, 9)
+        assert gc.get_threshold() == (50_000, 7, 9)
     finally:
         gc.set_threshold(*before)
 
@@ -103,4 +106,4 @@ def test_the_example_site_asgi_module_applies_the_streaming_thresholds():
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "example_project.settings"}
     code = "import gc, example_project.asgi; print(gc.get_threshold())"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)
-    assert out.stdout.strip() == str(STREAMING_GC_THRESHOLDS)
+    assert out.stdout.strip() == str((STREAMING_GC_THRESHOLD0, *gc.get_threshold()[1:]))
