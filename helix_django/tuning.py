@@ -11,10 +11,10 @@ the bench machine) and pause every stream while they run. A first threshold abov
 working set lets those objects die young.
 
 Measured with ``python -m bench`` (docs/performance.md, seventh session): 500 runs x 50
-tok/s on the database manager with SQLite, p99 94 and 126 ms with CPython's thresholds,
-68 and 76 ms with these, in two full runs; counted with ``gc.callbacks`` in one such measurement, about
-300 young and 2-3 full collections in 4 s with CPython's thresholds, 2-3 young and no
-full one with these.
+tok/s on the database manager with SQLite, p99 94-126 ms with CPython's thresholds and
+68-76 ms with the raised one, in three full runs. Counted with ``gc.callbacks`` in one
+such measurement: about 300 young and 2-3 full collections in 4 s with CPython's
+thresholds, 2-3 young and no full one with the raised one.
 
 Opt-in, because it changes the whole process: call :func:`tune_gc_for_streaming` once in
 ``asgi.py`` (``example_project/asgi.py`` does).
