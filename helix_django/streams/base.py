@@ -261,7 +261,8 @@ class ResumableReader:
         self._run_at_open = info.run_id if info else None
         self._epoch_at_open = info.epoch if info else -1
         self._closed = False
-        self._iterating = False
+        self._busy = False
+        """A task is suspended in ``__anext__`` (reading or parked): another task may not enter."""
         self._kept: Any = None
         """A waiter subscribed before the last read, kept while that read's chunks are yielded."""
         self._parked: Any = None
@@ -286,63 +287,64 @@ class ResumableReader:
     async def __anext__(self) -> StoredChunk:
         """Return the next ``(sequence, chunk)``; raise StopAsyncIteration once the stream ended.
 
-        Raises RuntimeError when another task is already inside ``__anext__`` of this reader:
-        two tasks sharing one cursor would split or repeat chunks (the exactly-once contract
-        of 002, "The backlog boundary", holds per reader), so give each task its own reader.
+        Raises RuntimeError when another task is suspended inside ``__anext__`` of this
+        reader (reading or parked): two tasks sharing one cursor would split or repeat
+        chunks (the exactly-once contract of 002, "The backlog boundary", holds per
+        reader), so give each task its own reader. A chunk already buffered is returned
+        without suspending, so only the two awaits below mark the reader busy.
         """
-        if self._iterating:
+        if self._busy:
             raise RuntimeError("another task is already iterating this ResumableReader; open one reader per task")
-        self._iterating = True
-        try:
-            while not self._closed:
-                if self._buffer:
-                    sequence, chunk = self._buffer.popleft()
-                    self.current_sequence = sequence
-                    if self.catch_up_head is not None and sequence >= self.catch_up_head and not self._buffer:
-                        self.caught_up.set()
-                    return sequence, chunk
-                waiter: Any = self._kept
-                self._kept = None
-                if waiter is not None and not waiter.is_fired:
-                    # Subscribed before the last read, which reached the head, and silent since:
-                    # nothing was written or changed, so that read's info still stands (no read).
-                    info = self.last_info
-                else:
-                    if waiter is not None:
-                        waiter.cancel()
-                    waiter = self.manager.subscribe(self.stream_id)
-                    try:
-                        chunks, info = await self.manager.read_after(self.stream_id, self.current_sequence)
-                    except BaseException:
-                        waiter.cancel()
-                        raise
-                    self.last_info = info
-                    if self.catch_up_head is None:
-                        self.catch_up_head = info.head_sequence if info else self.current_sequence
-                    if chunks:
-                        self._buffer.extend(chunks)
-                        if info is not None and chunks[-1][0] >= info.head_sequence and self.manager.reads_are_current:
-                            self._kept = waiter  # the next wait needs no read unless it fires
-                        else:
-                            waiter.cancel()
-                        if self._waiting_for_live and self._is_live(info):
-                            self._waiting_for_live = False
-                        continue
-                self.caught_up.set()
-                if self._waiting_for_live:
-                    if self._is_live(info):
-                        self._waiting_for_live = False
-                    else:
-                        await self._park(waiter)
-                        continue
-                if info is None or info.status in TERMINAL_STREAM_STATUSES:
+        while not self._closed:
+            if self._buffer:
+                sequence, chunk = self._buffer.popleft()
+                self.current_sequence = sequence
+                if self.catch_up_head is not None and sequence >= self.catch_up_head and not self._buffer:
+                    self.caught_up.set()
+                return sequence, chunk
+            waiter: Any = self._kept
+            self._kept = None
+            if waiter is not None and not waiter.is_fired:
+                # Subscribed before the last read, which reached the head, and silent since:
+                # nothing was written or changed, so that read's info still stands (no read).
+                info = self.last_info
+            else:
+                if waiter is not None:
                     waiter.cancel()
-                    break
-                await self._park(waiter)
-            self._release()
-            raise StopAsyncIteration
-        finally:
-            self._iterating = False
+                waiter = self.manager.subscribe(self.stream_id)
+                self._busy = True
+                try:
+                    chunks, info = await self.manager.read_after(self.stream_id, self.current_sequence)
+                except BaseException:
+                    waiter.cancel()
+                    raise
+                finally:
+                    self._busy = False
+                self.last_info = info
+                if self.catch_up_head is None:
+                    self.catch_up_head = info.head_sequence if info else self.current_sequence
+                if chunks:
+                    self._buffer.extend(chunks)
+                    if info is not None and chunks[-1][0] >= info.head_sequence and self.manager.reads_are_current:
+                        self._kept = waiter  # the next wait needs no read unless it fires
+                    else:
+                        waiter.cancel()
+                    if self._waiting_for_live and self._is_live(info):
+                        self._waiting_for_live = False
+                    continue
+            self.caught_up.set()
+            if self._waiting_for_live:
+                if self._is_live(info):
+                    self._waiting_for_live = False
+                else:
+                    await self._park(waiter)
+                    continue
+            if info is None or info.status in TERMINAL_STREAM_STATUSES:
+                waiter.cancel()
+                break
+            await self._park(waiter)
+        self._release()
+        raise StopAsyncIteration
 
     async def _park(self, waiter: Any) -> None:
         """Wait for ``waiter`` or the fail-safe timer, whichever comes first.
@@ -359,10 +361,12 @@ class ResumableReader:
             loop = asyncio.get_running_loop()
             self._fail_safe = loop.call_later(self.fail_safe_seconds, _fail_safe_fired, weakref.ref(self))
         self._parked = waiter
+        self._busy = True
         try:
             await waiter.wait()
         finally:
             self._parked = None
+            self._busy = False
 
     def _release(self) -> None:
         if self._fail_safe is not None:
