@@ -84,24 +84,20 @@ async def _measure(setup: Callable, runs: int, readers_per_run: int, sizes: Size
     """
     previous = tune_gc_for_streaming() if tune_gc else gc.get_threshold()
     try:
-        return await _measure_with(setup, runs, readers_per_run, sizes)
+        result = Result()
+        tokens = max(1, int(sizes.live_seconds * sizes.live_tokens_per_second))
+        tracemalloc.start()
+        heap_before = tracemalloc.get_traced_memory()[0]
+        emitters, reader_tasks, finish = await setup(runs, readers_per_run, result)
+        result.heap_growth = max(0, tracemalloc.get_traced_memory()[0] - heap_before)
+        tracemalloc.stop()
+        cpu_before = time.process_time()  # delivery only: opening the runs is not a per-chunk cost
+        await _ticker(emitters, tokens, sizes.live_tokens_per_second)
+        await finish()
+        await asyncio.wait_for(asyncio.gather(*reader_tasks), timeout=60 + sizes.live_seconds * 10)
+        result.cpu_seconds = time.process_time() - cpu_before
     finally:
         gc.set_threshold(*previous)
-
-
-async def _measure_with(setup: Callable, runs: int, readers_per_run: int, sizes: Sizes) -> Result:
-    result = Result()
-    tokens = max(1, int(sizes.live_seconds * sizes.live_tokens_per_second))
-    tracemalloc.start()
-    heap_before = tracemalloc.get_traced_memory()[0]
-    emitters, reader_tasks, finish = await setup(runs, readers_per_run, result)
-    result.heap_growth = max(0, tracemalloc.get_traced_memory()[0] - heap_before)
-    tracemalloc.stop()
-    cpu_before = time.process_time()  # delivery only: opening the runs is not a per-chunk cost
-    await _ticker(emitters, tokens, sizes.live_tokens_per_second)
-    await finish()
-    await asyncio.wait_for(asyncio.gather(*reader_tasks), timeout=60 + sizes.live_seconds * 10)
-    result.cpu_seconds = time.process_time() - cpu_before
     expected = runs * readers_per_run * tokens
     assert len(result.delays) == expected, f"readers got {len(result.delays)} of {expected} tokens"
     return result
