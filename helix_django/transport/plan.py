@@ -15,7 +15,7 @@ from typing import Any
 from helix_django.errors import HelixError, StreamDropError
 from helix_django.models import Run, RunStatus
 from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, ResumableReader, StoredChunk, StreamInfo
-from helix_django.transport.replay import DONE, ERROR, ResponseFilter
+from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
 from helix_django.transport.sse import DONE as DONE_FRAME
 from helix_django.transport.sse import error_frame, frame
 
@@ -144,17 +144,33 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
     finally:
         if reader is not None:
             await reader.close()
-    if response_filter.terminal == DONE:
-        body.add([DONE_FRAME])
-    elif response_filter.terminal != ERROR:
-        info = reader.last_info if reader is not None else None
-        finished_cleanly = plan.run is not None and plan.run.status == RunStatus.COMPLETED and reader is None
-        if finished_cleanly or (info is not None and info.status in (ENDED, PAUSED)):
-            body.add([DONE_FRAME])
-        else:
-            body.add([error_frame(_final_error(plan.run))])
+    body.add(_terminal_frames(plan, response_filter, reader.last_info if reader is not None else None))
     if body:
         yield body.take()
+
+
+def _terminal_frames(plan: ResponsePlan, response_filter: ResponseFilter, info: StreamInfo | None) -> list[bytes]:
+    """The frames that end a response the filter did not end with an ``error`` chunk (ending table, docs/transport.md).
+
+    A clean terminal of the run is ``[DONE]`` (after ``abort`` for a cancelled one, which
+    the filter sent); a run that ended failed or interrupted with no stored ``error``
+    chunk gets its typed error; a stream that ended without the run's ``helix-run-end``
+    is told from the stream's own status; anything else is a drop (retryable).
+    """
+    if response_filter.terminal == ERROR:
+        return []
+    if response_filter.terminal == DONE:
+        return [DONE_FRAME]
+    if response_filter.expect_error:
+        return [error_frame(ending_error_body(response_filter.end_status or "", response_filter.run_id))]
+    if info is not None and info.status == ENDED:
+        abort = [frame(dict(ABORT_CHUNK))] if info.end_status == "cancelled" else []
+        return [*abort, DONE_FRAME]
+    if info is not None and info.status == PAUSED:
+        return [DONE_FRAME]
+    if plan.run is not None and plan.run.status == RunStatus.COMPLETED and plan.reader is None:
+        return [DONE_FRAME]
+    return [error_frame(_final_error(plan.run))]
 
 
 class _Body:

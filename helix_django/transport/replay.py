@@ -6,7 +6,11 @@ earlier message", C-1; issue 4):
 - **Runs.** A response follows one run: chunks of an earlier run are skipped; when a
   newer run starts on the stream (it superseded ours) the response follows it, since
   both write to the same session stream. The followed run's ``helix-run-end`` is the
-  terminal (for ``failed``, after the ``error`` chunk that follows it).
+  terminal, told truthfully (issue 17; 000, "the UI must distinguish a completed answer
+  from partial output"; 002, "Wire errors"): ``completed`` and ``suspended`` end with
+  ``[DONE]``; ``cancelled`` sends one ``abort`` chunk, then ``[DONE]``; ``failed`` and
+  ``interrupted`` (any other status) end with the typed ``error`` chunk that follows
+  it, or, when the stream holds none, with :func:`ending_error_body`.
 - **Attempts.** Per step, the winning attempt is the one ``helix-step-committed`` names
   (when it streamed in the step), else the one that started last. Content chunks of
   any other attempt are dropped; tool results pass through. A
@@ -26,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from helix_django.errors import RunInterruptedError, StreamFailedError
 from helix_django.protocol import ATTEMPT_KEY, CONTENT_TYPES, RUN_KEY, STEP_KEY, TOOL_RESULT_TYPES, to_ui_chunk
 from helix_django.transport.sse import dumps
 
@@ -34,6 +39,10 @@ TOOL_INPUT_TYPES = frozenset(
     {"tool-input-start", "tool-input-delta", "tool-input-available", "tool-input-error", "tool-approval-request"}
 )
 DONE, ERROR = "done", "error"
+#: ``helix-run-end`` statuses that end a response with ``[DONE]`` (every other one is an error).
+CLEAN_END_STATUSES = frozenset({"completed", "suspended", "cancelled"})
+ABORT_CHUNK: Chunk = {"type": "abort"}
+"""The UI chunk of a cancelled run (ai@6.0.0 parses ``abort`` as a strict object: no ``reason``)."""
 
 
 class AttemptTracker:
@@ -112,6 +121,9 @@ class ResponseFilter:
         self.terminal: str | None = None
         """``done`` (a real terminal: send ``[DONE]``) or ``error`` (an error chunk was sent)."""
         self.expect_error = False
+        """The followed run ended failed or interrupted: its ``error`` chunk is the terminal."""
+        self.end_status: str | None = None
+        """The status of the followed run's ``helix-run-end`` (None: not seen)."""
         self._seen_run = run_id is None
 
     def prescan(self, chunks: Iterable[tuple[int, Chunk]]) -> None:
@@ -165,11 +177,12 @@ class ResponseFilter:
             return []
         self.attempts.observe(sequence, chunk)
         if kind == "helix-run-end":
-            if chunk.get("status") == "failed":
+            self.end_status = str(chunk.get("status") or "")
+            if self.end_status not in CLEAN_END_STATUSES:
                 self.expect_error = True
-            else:
-                self.terminal = DONE
-            return []
+                return []
+            self.terminal = DONE
+            return [dict(ABORT_CHUNK)] if self.end_status == "cancelled" else []
         if self.attempts.is_superseded(chunk):
             return []
         if kind == "data-attempt-superseded":
@@ -204,6 +217,19 @@ class ResponseFilter:
         if self.run_id:
             data["runId"] = self.run_id
         return [{"type": "data-tool-output-elsewhere", "id": f"{self.run_id or ''}:{call_id}", "data": data}]
+
+
+def ending_error_body(end_status: str, run_id: str | None) -> dict[str, Any]:
+    """Return the typed body for a run that ended ``end_status`` without a stored ``error`` chunk.
+
+    ``interrupted`` -> ``run_interrupted`` (retryable: the user may continue or regenerate);
+    any other status (``failed``...) -> ``stream_failed`` (not retryable). Shape: the flat
+    wire body ``{error, code, retryable, runId?}`` (STYLE, "Errors").
+    """
+    extra = {"runId": run_id} if run_id else {}
+    if end_status == "interrupted":
+        return RunInterruptedError(**extra).to_body()
+    return StreamFailedError(**extra).to_body()
 
 
 def error_ui_chunk(chunk: Chunk) -> Chunk:
