@@ -5,7 +5,9 @@ allowed-hosts origin check by :mod:`helix_django.transport.routing`). Client mes
 (JSON objects):
 
 - ``{"type": "resume", "from_sequence": N}``: stream the session stream's chunks with
-  sequence > N, then one terminal frame (a new ``resume`` replaces the running one);
+  sequence > N, then one terminal frame. A new ``resume`` replaces the running one and
+  continues after the highest sequence this socket already delivered: one socket never
+  carries a sequence twice (issue 17; docs/transport.md, "Cursors");
 - ``{"type": "send", "messages": [UIMessage], "request_key"?, "trigger"?, "messageId"?}``:
   execute a send (as the chat route does); answers ``{"type": "run", "runId",
   "responseMessageId", "fromSequence", "isDuplicate"}`` and streams the run from there;
@@ -46,6 +48,8 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
 
     session: ChatSession | None = None
     reader_task: asyncio.Task[None] | None = None
+    delivered_sequence: int = 0
+    """The highest sequence this socket sent; no later reader sends it, or any below it, again."""
 
     async def connect(self) -> None:
         """Accept the socket; refuse (typed frame, close 4000 + status) an unknown or foreign session."""
@@ -96,7 +100,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 raise ValidationError("A message must be a JSON object", cause="message")
             kind = content.get("type")
             if kind == "resume":
-                self.start_reader(parse_cursor(content.get("from_sequence")) or 0)
+                await self.start_reader(parse_cursor(content.get("from_sequence")) or 0)
             elif kind == "send":
                 await self.handle_send(content)
             elif kind == "cancel":
@@ -134,7 +138,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 "isDuplicate": handle.is_duplicate,
             }
         )
-        self.start_reader(handle.from_sequence)
+        await self.start_reader(handle.from_sequence)
 
     async def handle_cancel(self, content: dict[str, Any]) -> None:
         """Cancel the given (or current) run of the session."""
@@ -148,11 +152,20 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         run = await get_executor().cancel(session=session, run_id=run_id)
         await self.send_json({"type": "cancelled", "runId": run.id, "status": run.status})
 
-    def start_reader(self, from_sequence: int) -> None:
-        """(Re)start streaming the session stream from ``from_sequence`` (exclusive)."""
-        if self.reader_task is not None:
-            self.reader_task.cancel()
-        self.reader_task = asyncio.ensure_future(self._stream(from_sequence))
+    async def start_reader(self, from_sequence: int) -> None:
+        """(Re)start streaming the session stream after ``from_sequence`` (or what the socket already sent).
+
+        The running reader is stopped and awaited first, so two readers never send at once.
+        """
+        await self._stop_reader()
+        self.reader_task = asyncio.ensure_future(self._stream(max(from_sequence, self.delivered_sequence)))
+
+    async def _stop_reader(self) -> None:
+        task, self.reader_task = self.reader_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
     async def _stream(self, from_sequence: int) -> None:
         manager = get_stream_manager()
@@ -164,6 +177,11 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 return
             reader = ResumableReader(manager, stream_id, from_sequence=from_sequence, wait_for_live=False, info=info)
             async for frame in stream_frames(reader):
+                sequence = frame.get("sequence")
+                if sequence is not None:
+                    if sequence <= self.delivered_sequence:
+                        continue
+                    self.delivered_sequence = sequence  # before the await: a replacing reader sees it
                 await self.send_json(frame)
         except asyncio.CancelledError:
             raise
@@ -172,7 +190,4 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         """Stop this socket's reader (the run goes on)."""
-        if self.reader_task is not None:
-            self.reader_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.reader_task
+        await self._stop_reader()
