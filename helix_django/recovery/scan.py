@@ -32,13 +32,14 @@ from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.conf import helix_settings
-from helix_django.errors import RunSupersededError
+from helix_django.errors import RunSupersededError, StreamFenceError
 from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.recovery.inventory import lease_expired_q
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
 from helix_django.recovery.provider import aquery_operation
+from helix_django.streams import get_stream_manager
 
 
 def SCAN_OWNER() -> str:  # noqa: N802 - reads like the constant it stands for
@@ -112,19 +113,23 @@ async def arecover_run(
         decision.reason = "not_in_flight" if run.status not in SCANNED_STATUSES else "lease_live"
         return decision
     started = time.monotonic()
-    partial = await arebuild_partial(run)
-    decision.partial_chars = partial.text_chars
-    decision.stage = _stage(run, partial.text_chars > 0)
     if dry_run:
+        partial = await arebuild_partial(run)
+        decision.partial_chars, decision.stage = partial.text_chars, _stage(run, partial.text_chars > 0)
         decision.outcome, decision.reason = "would_recover", "dry_run"
         return decision
     if not force and not await store.aclaim_lease(run.id, SCAN_OWNER(), helix_settings.LEASE_SECONDS):
         decision.reason = "claimed_by_other"  # another scanner (or a revived process) took it first
         return decision
+    is_fenced = await fence_writer(run)
+    partial = await arebuild_partial(run)  # after the fence: what the writer wrote before it decides
+    decision.partial_chars, decision.stage = partial.text_chars, _stage(run, partial.text_chars > 0)
     try:
         await _decide(run, partial, decision, query_provider=query_provider)
     except RunSupersededError:
         decision.outcome, decision.reason = "skipped", "changed_meanwhile"
+        if is_fenced:
+            await release_fence(run.id)
     telemetry.emit(
         "recovery.outcome",
         run_id=run.id,
@@ -139,6 +144,42 @@ async def arecover_run(
         duration_ms=int((time.monotonic() - started) * 1000),
     )
     return decision
+
+
+async def fence_writer(run: Run) -> bool:
+    """Stop the process executing ``run`` from writing more chunks: pause its stream as the run.
+
+    Recovery decides from what the run wrote, so the writer is fenced first (issue 17: a
+    forced *Mark interrupted* racing the run's finish). After the pause every append of the
+    run raises StreamFenceError in its writer, which stops there; a ``finish`` it wrote
+    before is read by the caller and the run ends ``completed``. Returns True when this
+    call paused the stream, False when it was no longer active or is held by a later run
+    (nothing more can be written as this run). Raises StreamConnectionError.
+    """
+    try:
+        await get_stream_manager().pause_stream(run.session_id, run.id)
+    except StreamFenceError:
+        return False
+    return True
+
+
+async def release_fence(run_id: str) -> None:
+    """Close the stream :func:`fence_writer` paused, as the run ended meanwhile (its own ending was fenced).
+
+    A run that ended ``completed`` or ``cancelled`` ends the stream with that status; one
+    that ended ``failed`` or ``interrupted`` fails it with the run's typed error.
+    """
+    run = await Run.objects.filter(pk=run_id).afirst()
+    if run is None or run.is_live:
+        return
+    end = [{"type": "helix-run-end", "status": run.status}]
+    if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
+        await aclose_stream(run, end, end_status=run.status, error=None)
+    elif run.status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
+        detail = run.error_detail() or {}
+        body = {"error": detail.get("message") or "The generation did not finish", "runId": run.id}
+        body.update(code=detail.get("code") or f"run_{run.status}", retryable=bool(detail.get("retryable")))
+        await aclose_stream(run, end, end_status=None, error=body)
 
 
 async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: bool) -> None:
