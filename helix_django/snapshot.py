@@ -6,10 +6,12 @@
      "status": "active"|"paused"|"ended"|"failed", "resumeMessageId"?: str,
      "latestTruncateCheckpointId": int|None, "errorDetail"?: {...},
      "checkpointId": int|None, "stepCount": int,
-     "runId": str|None, "runStatus": str|None}        # helix extras
+     "runId": str|None, "runStatus": str|None,        # helix extras
+     "cancelledBy"?: "user"|"staff"|"system"}
 
 or None when the session does not exist. ``runId``/``runStatus`` are extra fields so a
-client can tell a cancelled or interrupted turn from a completed one.
+client can tell a cancelled or interrupted turn from a completed one; ``cancelledBy``
+(a cancelled run whose canceller is known) says who stopped it (issue 17).
 """
 
 from __future__ import annotations
@@ -202,6 +204,8 @@ def _assemble(
         "runId": run.id if run else None,
         "runStatus": run.status if run else None,
     }
+    if run is not None and run.status == RunStatus.CANCELLED and run.cancelled_by:
+        snapshot["cancelledBy"] = run.cancelled_by
     if status in ("active", "paused") and run is not None:
         snapshot["resumeMessageId"] = run.response_message_id
     if status == "failed":

@@ -3,7 +3,7 @@
 from helix_django.models.checkpoint import Checkpoint, CheckpointKind
 from helix_django.models.chunk import Stream, StreamChunk, StreamStatus
 from helix_django.models.message import Message
-from helix_django.models.run import LIVE_STATUSES, TERMINAL_STATUSES, Run, RunStatus
+from helix_django.models.run import LIVE_STATUSES, TERMINAL_STATUSES, CancelledBy, Run, RunStatus
 from helix_django.models.session import ChatSession
 from helix_django.models.tool_execution import ToolEffect, ToolExecution, ToolExecutionStatus
 
@@ -16,6 +16,7 @@ __all__ = [
     "Message",
     "Run",
     "RunStatus",
+    "CancelledBy",
     "Stream",
     "StreamChunk",
     "StreamStatus",

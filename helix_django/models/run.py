@@ -33,6 +33,14 @@ TERMINAL_STATUSES = frozenset(
 SCANNED_STATUSES = frozenset({RunStatus.STARTING, RunStatus.STREAMING, RunStatus.TOOLING, RunStatus.RECOVERING})
 
 
+class CancelledBy(models.TextChoices):
+    """Who stopped a cancelled run (issue 17: the user's chat says who, never a false "you")."""
+
+    USER = "user", _("the user")
+    STAFF = "staff", _("support staff")
+    SYSTEM = "system", _("the system")
+
+
 class Run(models.Model):
     """One generation: an ``attempt`` (1-based) at the ``turn`` (the user message it answers).
 
@@ -66,6 +74,8 @@ class Run(models.Model):
     last_event_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     provider_cancel_result = models.CharField(max_length=64, blank=True, default="")
+    cancelled_by = models.CharField(max_length=16, choices=CancelledBy, blank=True, default="")
+    """Who asked to cancel (:class:`CancelledBy`; '' while no cancel was asked)."""
     error_code = models.CharField(max_length=64, blank=True, default="")
     error_category = models.CharField(max_length=32, blank=True, default="")
     error_retryable = models.BooleanField(default=False)

@@ -26,16 +26,15 @@ import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.errors import RunNotActionableError, RunNotFoundError, RunSupersededError
-from helix_django.models import ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
+from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.recovery import inventory as inv
-from helix_django.recovery.outcomes import acancel_ended, acomplete_from_provider, ainterrupt
+from helix_django.recovery.outcomes import acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
-from helix_django.recovery.provider import acancel_operation, aquery_operation
+from helix_django.recovery.provider import aquery_operation
 from helix_django.recovery.scan import SCAN_OWNER, arecover_run
 from helix_django.signals import recovery_action_taken
 
@@ -94,19 +93,14 @@ async def _check_status(run: Run) -> tuple[str, str]:
 
 
 async def _cancel(run: Run) -> tuple[str, str]:
-    if run.is_live:
-        # The executor stops a run it executes here, or ends one executed elsewhere.
-        session = await ChatSession.objects.aget(pk=run.session_id)
-        ended = await _executor().cancel(session=session, run_id=run.id)
-        return ("cancelled" if ended.status == RunStatus.CANCELLED else "changed_meanwhile"), ""
-    await store.arecord_recovery(run.id, cancel_requested_at=timezone.now())
-    answer = await acancel_operation(run)
-    partial = await arebuild_partial(run) if run.is_live else None
+    """Staff's Cancel of a live run (the inventory offers it for no other): recorded as ``cancelled_by=staff``."""
+    # The executor stops a run it executes here, or ends one executed elsewhere.
+    session = await ChatSession.objects.aget(pk=run.session_id)
     try:
-        await acancel_ended(run, partial, provider_cancel_result=answer)
-    except RunSupersededError:
+        ended = await _executor().cancel(session=session, run_id=run.id, by=CancelledBy.STAFF)
+    except RunNotActionableError:  # it ended between the inventory and the cancel
         return "changed_meanwhile", ""
-    return "cancelled", ""
+    return ("cancelled" if ended.status == RunStatus.CANCELLED else "changed_meanwhile"), ""
 
 
 async def _start(run: Run, action: str, wait_seconds: float | None) -> tuple[str, str]:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.errors import RunCancelledError, RunInterruptedError, StreamConnectionError, StreamFenceError
-from helix_django.models import Checkpoint, CheckpointKind, Run, RunStatus, ToolExecution
+from helix_django.models import CancelledBy, Checkpoint, CheckpointKind, Run, RunStatus, ToolExecution
 from helix_django.protocol import RUN_KEY
 from helix_django.recovery.partial import (
     PartialOutput,
@@ -30,9 +30,6 @@ from helix_django.signals import run_finished
 from helix_django.streams import get_stream_manager
 
 logger = logging.getLogger(__name__)
-
-#: Ended statuses a cancel may still end a run from (the store always allows a live, current run).
-CANCELLABLE_FROM = frozenset({RunStatus.INTERRUPTED, RunStatus.FAILED})
 
 
 def _fresh(run_id: str) -> Run:
@@ -168,15 +165,17 @@ async def acomplete_from_provider(run: Run, result: Any) -> Run:
 
 
 async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_cancel_result: str) -> Run:
-    """End ``run`` as ``cancelled`` (its partial output kept); a cancelled run is never resumed on its own.
+    """End the live ``run`` as ``cancelled`` (its partial output kept); a cancelled run is never resumed on its own.
 
-    Raises RunSupersededError when the run changed meanwhile.
+    Who asked stays as recorded with the request (``cancelled_by``), else ``system``.
+    Raises RunSupersededError when the run ended or changed meanwhile (an ended run is
+    never cancelled, issue 17).
     """
-
     await store.arecord_recovery(
         run.id,
         cancel_requested_at=run.cancel_requested_at or timezone.now(),
         provider_cancel_result=provider_cancel_result,
+        cancelled_by=run.cancelled_by or CancelledBy.SYSTEM,
     )
     message = partial.message if partial is not None else await sync_to_async(current_row)(run)
     await store.acommit_terminal(
@@ -186,10 +185,8 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
         stream_sequence=await _head(run, partial),
         error=RunCancelledError(),
         stage=run.interrupted_stage or run.status,
-        allow_terminal_from=CANCELLABLE_FROM,
     )
-    if run.status != RunStatus.INTERRUPTED:
-        await aclose_stream(run, [{"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None)
+    await aclose_stream(run, [{"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None)
     ended = await sync_to_async(_fresh)(run.id)
     await run_finished.asend(sender=Run, run=ended, status=RunStatus.CANCELLED)
     return ended

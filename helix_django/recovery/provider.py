@@ -88,24 +88,3 @@ async def aquery_operation(run: Run, provider: Any | None = None) -> StatusQuery
             continue
         return StatusQuery(result, attempt, "ok")
     return StatusQuery(None, len(delays), "status_unavailable")
-
-
-async def acancel_operation(run: Run, provider: Any | None = None) -> str:
-    """Ask the provider to stop ``run``'s operation; return its answer or ``not_supported``/``failed``.
-
-    Answers: ``cancelled``, ``already_finished``, ``unknown`` (provider), ``not_supported``,
-    ``no_operation`` or ``failed`` (the request failed; the outcome is uncertain).
-    """
-    if not run.provider_operation_id:
-        return "no_operation"
-    provider = provider if provider is not None else provider_for(run)
-    if provider is None or not getattr(provider, "supports_cancel", False):
-        return "not_supported"
-    try:
-        answer = await asyncio.wait_for(
-            provider.cancel(run.provider_operation_id), timeout=STATUS_QUERY_TIMEOUT_SECONDS
-        )
-    except Exception as exc:  # noqa: BLE001 - the outcome is uncertain, recorded as such
-        logger.warning("helix recovery: provider cancel of run %s failed (%s)", run.id, type(exc).__name__)
-        return "failed"
-    return str(answer)[:64]

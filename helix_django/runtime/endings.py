@@ -23,6 +23,7 @@ from helix_django.errors import (
 )
 from helix_django.models import Run, RunStatus
 from helix_django.signals import run_finished
+from helix_django.store.commits import helix_metadata
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +42,8 @@ class EndingsMixin:
     emit: Any
     flush: Any
 
-    def _helix_metadata(self, status: str) -> dict[str, Any]:
-        return {"helix": {"runId": self.run_id, "status": status, "partial": status != RunStatus.COMPLETED}}
+    def _helix_metadata(self, status: str, cancelled_by: str = "") -> dict[str, Any]:
+        return {"helix": helix_metadata(self.run_id, status, cancelled_by=cancelled_by)}
 
     async def _complete(self, reason: str) -> str:
         self.is_ending = True
@@ -72,12 +73,12 @@ class EndingsMixin:
         for (kind, part_id), _part in list(self.acc._open.items()):
             self.emit({"type": f"{kind}-end", "id": part_id}, content=True)
 
-    async def _end_partial(self, status: str, error: HelixError | None) -> Run:
+    async def _end_partial(self, status: str, error: HelixError | None, cancelled_by: str = "") -> Run:
         """Close open parts, mark the message partial, commit it terminal; return the Run as committed."""
         self.is_ending = True
         self._close_open_parts()
         if self.acc.parts:
-            self.emit({"type": "message-metadata", "messageMetadata": self._helix_metadata(status)})
+            self.emit({"type": "message-metadata", "messageMetadata": self._helix_metadata(status, cancelled_by)})
         sequence = await self.flush()
         checkpoint = await store.acommit_terminal(
             self.run_id,
@@ -108,7 +109,9 @@ class EndingsMixin:
         return await self._finished(run, status)
 
     async def _end_cancelled(self) -> str:
-        run = await self._end_partial(RunStatus.CANCELLED, None)
+        # Who asked was recorded with the request (the executor's cancel); the live chunk tells it too.
+        by = await Run.objects.filter(pk=self.run_id).values_list("cancelled_by", flat=True).afirst()
+        run = await self._end_partial(RunStatus.CANCELLED, None, cancelled_by=by or "")
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
         return await self._finished(run, RunStatus.CANCELLED)
 

@@ -27,7 +27,7 @@ from helix_django.errors import (
     RunSupersededError,
     ValidationError,
 )
-from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
+from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.handles import Launch, RunHandle
@@ -139,12 +139,15 @@ class EntriesMixin:
     # --- cancel ----------------------------------------------------------------------------
 
     @typed
-    async def cancel(self, *, session: ChatSession, run_id: str) -> Run:
-        """Cancel a live run: status ``cancelled`` with ``cancel_requested_at`` and the provider's answer.
+    async def cancel(self, *, session: ChatSession, run_id: str, by: str = CancelledBy.USER) -> Run:
+        """Cancel a live run: status ``cancelled``, with who asked (``cancelled_by``) and the provider's answer.
 
-        The partial answer is kept, marked partial; the stream ends with ``cancelled`` (not
-        failed). Idempotent for a cancelled run. Raises RunNotFoundError, and
-        RunNotActionableError for a run that ended otherwise.
+        ``by`` is who asked (:class:`~helix_django.models.CancelledBy`: ``user`` for the
+        owner's routes, ``staff`` for the admin); the snapshot and the partial message's
+        ``helix`` metadata tell it (issue 17). The partial answer is kept, marked partial;
+        the stream ends with ``cancelled`` (not failed). Idempotent for a cancelled run.
+        Raises RunNotFoundError, and RunNotActionableError (``run_not_live``) for a run
+        that ended otherwise: an ended run is never cancelled.
         """
         run = await aget_run(session.id, run_id)
         if run.status == RunStatus.CANCELLED:
@@ -159,7 +162,9 @@ class EntriesMixin:
             except Exception:  # the outcome is uncertain; recorded as such
                 answer = "failed"
         try:
-            await store.aupdate_run(run.id, cancel_requested_at=timezone.now(), provider_cancel_result=answer)
+            await store.aupdate_run(
+                run.id, cancel_requested_at=timezone.now(), provider_cancel_result=answer, cancelled_by=by
+            )
         except RunSupersededError:
             return await aget_run(session.id, run_id)
         entry = self._entries.get(run.id)

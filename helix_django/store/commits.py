@@ -326,6 +326,19 @@ def commit_step(
     return cp
 
 
+def helix_metadata(run_id: str, status: str, *, cancelled_by: str = "") -> dict[str, Any]:
+    """Return a response message's ``helix`` metadata: ``{runId, status, partial, cancelledBy?}``.
+
+    ``partial`` is true for every status but ``completed`` (000, "Store partial output
+    explicitly"); ``cancelledBy`` (``user`` | ``staff`` | ``system``) only for a cancelled
+    run whose canceller is known (issue 17: the chat says who stopped it).
+    """
+    metadata: dict[str, Any] = {"runId": run_id, "status": status, "partial": status != RunStatus.COMPLETED}
+    if status == RunStatus.CANCELLED and cancelled_by:
+        metadata["cancelledBy"] = cancelled_by
+    return metadata
+
+
 def commit_terminal(
     run_id: str,
     status: str,
@@ -375,7 +388,7 @@ def commit_terminal(
         if parts:
             assert response_message is not None
             metadata = dict(response_message.get("metadata") or {})
-            metadata["helix"] = {"runId": run.id, "status": status, "partial": status != RunStatus.COMPLETED}
+            metadata["helix"] = helix_metadata(run.id, status, cancelled_by=run.cancelled_by)
             _write_message(
                 session,
                 run.start_message_count,

@@ -27,7 +27,14 @@ from helix_django.store.commits import _checkpoint, _lock_session
 
 #: Run fields a recovery may set on a run in any status (never its status or fence).
 RECOVERY_FIELDS = frozenset(
-    {"recovery_action", "is_continuation_valid", "provider_cancel_result", "cancel_requested_at", "interrupted_stage"}
+    {
+        "recovery_action",
+        "is_continuation_valid",
+        "provider_cancel_result",
+        "cancel_requested_at",
+        "cancelled_by",
+        "interrupted_stage",
+    }
 )
 
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from helix_django.models import Message, Run, ToolExecution
 from helix_django.recovery import inventory as inv
 from helix_django.signals import recovery_action_taken, run_finished
+from helix_django.snapshot import build_snapshot
 from tests.recovery.factories import InFlight, durable_agents, start_operation
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,20 +64,21 @@ def test_mark_interrupted_needs_permission_and_is_logged(staff_client, viewer_cl
     assert history(flight.run_id) == ["Recovery action: Mark interrupted -> interrupted"]
 
 
-def test_cancel_keeps_partial_and_stays_cancelled(staff_client, viewer_client):
+def test_cancel_is_not_offered_on_an_ended_run_and_never_undoes_keep(staff_client, viewer_client):
+    """An interrupted run is not cancellable: a Cancel would tell the user "you stopped it" and undo Keep (issue 17)."""
     flight = interrupted("s-cancel")
-    assert viewer_client.post(action_url(flight.run_id, inv.CANCEL)).status_code == 403
+    staff_client.post(action_url(flight.run_id, inv.KEEP_PARTIAL))
+    assert flight.run.recovery_action == inv.KEEP_PARTIAL
+    offers = inv.inventory(flight.run)
+    assert not offers[inv.CANCEL].is_available and offers[inv.CANCEL].reason == "The generation already ended."
+    page = staff_client.get(action_url(flight.run_id, inv.CANCEL)).content.decode()
+    assert "Yes, Cancel" not in page
     staff_client.post(action_url(flight.run_id, inv.CANCEL))
     run = flight.run
-    assert run.status == "cancelled" and run.cancel_requested_at is not None
-    assert run.provider_cancel_result == "no_operation"
+    assert run.status == "interrupted" and run.cancel_requested_at is None and run.cancelled_by == ""
+    assert run.recovery_action == inv.KEEP_PARTIAL  # the user's choice stands
     assert Message.objects.get(session_id="s-cancel", position=1).text == "Partial answer text"
-    offers = inv.inventory(run)
-    assert not offers[inv.CHECK_STATUS].is_available
-    assert offers[inv.CHECK_STATUS].reason == "A cancelled generation stays cancelled."
-    call_command("helix_recover")
-    assert flight.run.status == "cancelled"
-    assert history(flight.run_id) == ["Recovery action: Cancel -> cancelled"]
+    assert history(flight.run_id) == ["Recovery action: Keep partial -> kept"]
 
 
 def test_keep_and_discard_partial(staff_client, viewer_client):
@@ -246,6 +248,11 @@ def test_live_run_check_status_refused_and_cancel_goes_through_the_executor(staf
     assert run.status == "cancelled" and run.cancel_requested_at is not None
     assert run.provider_cancel_result == "unknown"  # the provider has no such operation
     assert Message.objects.get(session_id="s-live-cancel", position=1).text == "Still streaming"
+    # Who stopped it is recorded and told: the message, the snapshot (issue 17).
+    assert run.cancelled_by == "staff"
+    helix = Message.objects.get(session_id="s-live-cancel", position=1).metadata["helix"]
+    assert helix == {"runId": run.id, "status": "cancelled", "partial": True, "cancelledBy": "staff"}
+    assert build_snapshot("s-live-cancel")["cancelledBy"] == "staff"
     assert history(flight.run_id) == ["Recovery action: Cancel -> cancelled"]
 
 

@@ -114,7 +114,7 @@ def test_cancel_a_run(tool_server, api):
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert a.post(url(tool_server, f"sessions/{sid}/runs/run_nope/cancel")).json()["code"] == "state_run_not_found"
     snap = a.get(url(tool_server, f"sessions/{sid}/snapshot")).json()
-    assert snap["status"] == "ended" and snap["runStatus"] == "cancelled"
+    assert snap["status"] == "ended" and snap["runStatus"] == "cancelled" and snap["cancelledBy"] == "user"
 
 
 def test_delete_is_refused_while_a_run_is_live(tool_server, api):

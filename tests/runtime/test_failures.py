@@ -126,7 +126,12 @@ async def test_cancel_during_streaming_is_cancelled_not_failed_and_never_resumed
     assert run.status == "cancelled" and run.cancel_requested_at is not None
     assert run.error_code == "" and run.provider_cancel_result == ""  # no durable operation to cancel
     reply = (await rows(session.id))[1]
-    assert reply["metadata"]["helix"] == {"runId": run.id, "status": "cancelled", "partial": True}
+    assert reply["metadata"]["helix"] == {
+        "runId": run.id,
+        "status": "cancelled",
+        "partial": True,
+        "cancelledBy": "user",
+    }
     assert 3 <= len(tokenize(text(reply))) < len(tokenize(default_reply(QUESTION)))
 
     info = await get_stream_manager().get_info(session.stream_id)
@@ -136,6 +141,7 @@ async def test_cancel_during_streaming_is_cancelled_not_failed_and_never_resumed
     assert not any(c["type"] == "error" for _s, c in await stream_chunks(session.id))
     snapshot = await abuild_snapshot(session.id)
     assert snapshot["status"] == "ended" and snapshot["runStatus"] == "cancelled"
+    assert snapshot["cancelledBy"] == "user"  # the owner's cancel (issue 17: who stopped it)
     assert "errorDetail" not in snapshot
 
     # Nothing resumes it: the relaunch scan leaves it alone, no task runs it, a second cancel is a no-op.

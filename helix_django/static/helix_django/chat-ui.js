@@ -21,6 +21,16 @@ const PARTIAL_LABELS = {
   cancelled: ["Stopped", "You stopped this answer; this is the text it had written."],
   failed: ["Failed", "The model failed before finishing; this is the text it had written."],
 };
+// A cancelled run says who stopped it (the run's `cancelledBy`): never a false "you".
+const CANCELLED_BY_LABELS = {
+  staff: ["Stopped by support", "Support staff stopped this answer; this is the text it had written."],
+  system: ["Stopped", "The system stopped this answer; this is the text it had written."],
+};
+
+function partialLabel(status, cancelledBy) {
+  if (status === "cancelled" && CANCELLED_BY_LABELS[cancelledBy]) return CANCELLED_BY_LABELS[cancelledBy];
+  return PARTIAL_LABELS[status] || ["Incomplete", "This answer did not finish."];
+}
 
 const ERROR_TEXT = {
   state_already_running: "Another answer is still being written in this conversation. Retry when it has finished.",
@@ -314,7 +324,7 @@ export function mountChat(root, options) {
   }
 
   function partialNotice(message, helix, context) {
-    const [label, detail] = PARTIAL_LABELS[helix.status] || ["Incomplete", "This answer did not finish."];
+    const [label, detail] = partialLabel(helix.status, helix.cancelledBy);
     const recovery = recoveryOf(context.view, helix.runId);
     const kept = recovery?.recoveryAction === "keep_partial";
     const actionable = context.isLast && context.idle && !kept;
@@ -382,7 +392,7 @@ export function mountChat(root, options) {
     if (covered || !["cancelled", "interrupted", "failed"].includes(runStatus)) return null;
     const last = view.messages[view.messages.length - 1];
     if (!last || last.role !== "user") return null;
-    const [label] = PARTIAL_LABELS[runStatus];
+    const [label] = partialLabel(runStatus, snapshot.cancelledBy);
     const recovery = recoveryOf(view, snapshot.runId);
     const discarded = recovery?.recoveryAction === "discard_partial";
     const regenerate = recovery ? recovery.actions?.regenerate?.available : true;
