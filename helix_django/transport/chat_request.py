@@ -19,8 +19,8 @@ import fastjsonschema
 import jsonschema
 
 from helix_django.errors import ValidationError
-from helix_django.ids import parse_cursor, validate_message_id, validate_request_key, validate_session_id
-from helix_django.transport.http import header, query_param
+from helix_django.ids import validate_message_id, validate_request_key, validate_session_id
+from helix_django.transport.http import header, request_cursor
 
 TRIGGERS = ("submit-message", "regenerate-message")
 
@@ -146,12 +146,7 @@ def parse_chat_request(scope: dict[str, Any], session_id: str, body: bytes) -> C
     validate_session_id(session_id)
     method = scope.get("method", "GET").upper()
     request = ChatRequest(session_id=session_id, method=method)
-    cursor = header(scope, "x-resume-from-sequence")
-    if cursor is None:
-        cursor = header(scope, "last-event-id")
-    if cursor is None:
-        cursor = query_param(scope, "resumeFromSequence")
-    request.cursor = parse_cursor(cursor)
+    request.cursor = request_cursor(scope)
     existing = header(scope, "x-existing-message-id")
     if existing:
         request.existing_message_id = validate_message_id(existing)

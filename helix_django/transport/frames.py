@@ -17,9 +17,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from helix_django.errors import HelixError, StreamDropError
+from helix_django.errors import HelixError, NotResumableError, StreamDropError
 from helix_django.protocol import to_ui_chunk
 from helix_django.streams.base import ENDED, FAILED, PAUSED, ResumableReader, StreamInfo
+
+
+def check_cursor(from_sequence: int, info: StreamInfo) -> None:
+    """Refuse a cursor beyond the stream's head: 409 ``state_not_resumable`` (``cause: cursor_ahead``).
+
+    The client claims sequences the stream never had (another session's, a rewound
+    store): it must re-anchor on the snapshot (docs/transport.md, "Cursors").
+    """
+    if from_sequence > info.head_sequence:
+        raise NotResumableError(cause="cursor_ahead", headSequence=info.head_sequence)
 
 
 def chunk_frame(sequence: int, chunk: dict[str, Any]) -> dict[str, Any] | None:

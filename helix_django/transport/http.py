@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from helix_django.errors import PayloadTooLargeError, ValidationError
+from helix_django.ids import parse_cursor
 from helix_django.transport.sse import KEEP_ALIVE, STREAM_OPEN, Send, log_unexpected
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -44,6 +45,25 @@ def query_param(scope: dict[str, Any], name: str) -> str | None:
     raw = scope.get("query_string", b"").decode("latin-1")
     values = parse_qs(raw, keep_blank_values=True).get(name)
     return values[0] if values else None
+
+
+def request_cursor(scope: dict[str, Any]) -> int | None:
+    """Return the client's resume cursor (the last sequence it holds), or None: one rule on every route.
+
+    ``X-Resume-From-Sequence`` and ``Last-Event-ID`` are both the client's own state: when
+    both are present their values must agree, else ValidationError (400, ``cause:
+    cursor_conflict``). The ``resumeFromSequence`` query parameter is a fallback read only
+    when neither header is present (a browser ``EventSource`` sends ``Last-Event-ID`` on
+    its reconnect, newer than the cursor in its URL). A malformed value is ValidationError
+    (``cause: cursor``). Table: docs/transport.md, "Cursors".
+    """
+    explicit = {parse_cursor(header(scope, name)) for name in ("x-resume-from-sequence", "last-event-id")}
+    explicit.discard(None)
+    if len(explicit) > 1:
+        raise ValidationError("X-Resume-From-Sequence and Last-Event-ID disagree", cause="cursor_conflict")
+    if explicit:
+        return explicit.pop()
+    return parse_cursor(query_param(scope, "resumeFromSequence"))
 
 
 async def read_body(scope: dict[str, Any], receive: Receive, *, max_bytes: int) -> bytes:

@@ -40,13 +40,21 @@ class ResponsePlan:
 
     @property
     def has_visible_backlog(self) -> bool:
-        """Whether the backlog holds a chunk a client would see (not only internal ones)."""
-        return any(not chunk.get("type", "").startswith("helix-") for _seq, chunk in self.backlog)
+        """Whether the backlog holds a chunk a client would see: not only internal ones, or a run end
+        the client is told (``abort`` of a cancelled run, the error of a failed one)."""
+        return any(_is_visible(chunk) for _seq, chunk in self.backlog)
 
     @classmethod
     def nothing(cls) -> ResponsePlan:
         """Return the ``204`` plan."""
         return cls(status=204)
+
+
+def _is_visible(chunk: dict[str, Any]) -> bool:
+    kind = chunk.get("type", "")
+    if kind == "helix-run-end":
+        return chunk.get("status") not in ("completed", "suspended")
+    return not kind.startswith("helix-")
 
 
 async def read_plan(

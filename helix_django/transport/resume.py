@@ -9,9 +9,12 @@
   a run that continues an earlier message is replayed as that message's committed prefix
   plus the tail, so a client that resets the message on ``start`` rebuilds all of it. A
   finished run: ``204``.
-- A cursor: clamped to the live run's start; the chunks after it. A finished run: the
-  rest of its last run and its terminal when the cursor is inside that run, else ``204``;
-  a failed stream is 409 ``stream_failed``.
+- A cursor: clamped to the current run's start (a stale cursor of an earlier turn replays
+  the current run, 002), then the chunks after it and the run's terminal. At the head of
+  a finished run: ``204`` (the client holds everything). Beyond the stream's head: 409
+  ``state_not_resumable`` / ``cursor_ahead``; a finished run whose stream expired or was
+  purged: 409 ``state_not_resumable`` / ``stream_expired`` (load the snapshot); a failed
+  stream: 409 ``stream_failed``. The whole table, with its tests: docs/transport.md, "Cursors".
 - The run-start window: wait until the run claims the stream, bounded by
   ``LIVE_WAIT_TIMEOUT_MS``, then 503 ``transport_stream_drop`` / ``run_not_live``.
 """
@@ -28,6 +31,7 @@ from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ACTIVE, FAILED, BaseStreamManager, StreamInfo
 from helix_django.transport.chat_request import ChatRequest
+from helix_django.transport.frames import check_cursor
 from helix_django.transport.plan import ResponsePlan, read_plan
 from helix_django.transport.prefix import prefix_chunks
 from helix_django.transport.replay import ResponseFilter, tool_call_ids, tool_names_of
@@ -159,6 +163,8 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
             if _depth >= _MAX_REPLANS:
                 raise StreamDropError(cause="run_not_live")
             return await plan_resume(request, session, _depth + 1)
+        if request.cursor is not None:
+            check_cursor(request.cursor, live)
         cursor = run.start_sequence if request.cursor is None else max(request.cursor, run.start_sequence)
         plan = await read_plan(
             manager,
@@ -174,17 +180,21 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
     if request.cursor is None:
         return ResponsePlan.nothing()
     info = await manager.get_info(stream_id)
-    if info is None or info.run_id != run.id or not run.start_sequence <= request.cursor < info.head_sequence:
-        return ResponsePlan.nothing()
+    if info is None or not info.run_id:  # expired (TTL) or purged: the snapshot still has the conversation
+        raise NotResumableError(cause="stream_expired")
+    check_cursor(request.cursor, info)
+    cursor = max(request.cursor, run.start_sequence)
+    if info.run_id != run.id or cursor >= info.head_sequence:
+        return ResponsePlan.nothing()  # the run wrote nothing to the stream, or the client holds all of it
     if info.status == FAILED:
         raise StreamFailedResponse(session_id=session.id, stream_id=stream_id, error=info.error)
     plan = await read_plan(
         manager,
         stream_id,
         run=run,
-        from_sequence=request.cursor,
+        from_sequence=cursor,
         live=None,
-        response_filter=await _resume_filter(request, session, run, request.cursor),
+        response_filter=await _resume_filter(request, session, run, cursor),
     )
     return plan if plan.has_visible_backlog else ResponsePlan.nothing()
 

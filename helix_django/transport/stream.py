@@ -18,12 +18,12 @@ from asgiref.sync import sync_to_async
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, MethodNotAllowedError, StreamNotFoundError
-from helix_django.ids import parse_cursor, validate_session_id
+from helix_django.ids import validate_session_id
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
 from helix_django.transport.auth import aauthenticate
-from helix_django.transport.frames import stream_frames
-from helix_django.transport.http import ClientDisconnected, StreamedResponse, header, query_param, read_body
+from helix_django.transport.frames import check_cursor, stream_frames
+from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, request_cursor
 from helix_django.transport.sse import RAW_STREAM_HEADERS, frame, log_unexpected, send_error
 
 
@@ -51,12 +51,7 @@ class StreamConsumer:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
             identity = await aauthenticate(scope, body)
             session_id = validate_session_id(scope["url_route"]["kwargs"]["session_id"])
-            cursor = header(scope, "last-event-id")
-            if cursor is None:
-                cursor = header(scope, "x-resume-from-sequence")
-            if cursor is None:
-                cursor = query_param(scope, "resumeFromSequence")
-            from_sequence = parse_cursor(cursor) or 0
+            from_sequence = request_cursor(scope) or 0
             try:
                 session = await sync_to_async(get_owned_session)(session_id, identity.owner)
             except HelixError as exc:
@@ -65,6 +60,7 @@ class StreamConsumer:
             info = await manager.get_info(session.stream_id)
             if info is None:
                 raise StreamNotFoundError()
+            check_cursor(from_sequence, info)
         except ClientDisconnected:
             return
         except Exception as exc:

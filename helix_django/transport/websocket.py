@@ -39,7 +39,7 @@ from helix_django.models import ChatSession
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
 from helix_django.transport.chat_request import parse_body
-from helix_django.transport.frames import stream_frames
+from helix_django.transport.frames import check_cursor, stream_frames
 from helix_django.transport.sse import log_unexpected
 
 
@@ -175,6 +175,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             if info is None:
                 await self.send_json({"type": "error", "error": "Stream not found", "code": "stream_not_found"})
                 return
+            check_cursor(from_sequence, info)
             reader = ResumableReader(manager, stream_id, from_sequence=from_sequence, wait_for_live=False, info=info)
             async for frame in stream_frames(reader):
                 sequence = frame.get("sequence")
