@@ -43,6 +43,7 @@ from helix_django.errors import (
 from helix_django.ids import validate_request_key
 from helix_django.models import ChatSession, Run, RunStatus
 from helix_django.protocol import MessageAccumulator
+from helix_django.runtime import guards
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
@@ -212,6 +213,8 @@ class LocalExecutor(RestartsMixin):
             info = await manager.get_info(session.stream_id)
             request.stream_sequence = info.head_sequence if info else 0
         request.agent, request.provider, request.model = agent.name, agent.provider.name, agent.model
+        if guards.is_redo(request):
+            await guards.acheck_no_unknown_side_effects(request)
         owner = self._new_lease_owner()
         request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
         result = await store.astart_run(request)
