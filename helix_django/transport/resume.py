@@ -9,9 +9,9 @@
   a run that continues an earlier message is replayed as that message's committed prefix
   plus the tail, so a client that resets the message on ``start`` rebuilds all of it. A
   finished run: ``204``.
-- A cursor: clamped to the live run's start; the chunks after it. A finished run: the
-  rest of its last run and its terminal when the cursor is inside that run, else ``204``;
-  a failed stream is 409 ``stream_failed``.
+- A cursor: clamped to the current run's start (live or finished); the chunks after it.
+  A finished run: the rest of its last run and its terminal, ``204`` when the cursor is
+  at its end; a failed stream is 409 ``stream_failed``.
 - The run-start window: wait until the run claims the stream, bounded by
   ``LIVE_WAIT_TIMEOUT_MS``, then 503 ``transport_stream_drop`` / ``run_not_live``.
 """
@@ -173,8 +173,9 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
         return plan
     if request.cursor is None:
         return ResponsePlan.nothing()
+    cursor = max(request.cursor, run.start_sequence)  # a cursor below the run's start replays the whole run
     info = await manager.get_info(stream_id)
-    if info is None or info.run_id != run.id or not run.start_sequence <= request.cursor < info.head_sequence:
+    if info is None or info.run_id != run.id or cursor >= info.head_sequence:
         return ResponsePlan.nothing()
     if info.status == FAILED:
         raise StreamFailedResponse(session_id=session.id, stream_id=stream_id, error=info.error)
@@ -182,9 +183,9 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
         manager,
         stream_id,
         run=run,
-        from_sequence=request.cursor,
+        from_sequence=cursor,
         live=None,
-        response_filter=await _resume_filter(request, session, run, request.cursor),
+        response_filter=await _resume_filter(request, session, run, cursor),
     )
     return plan if plan.has_visible_backlog else ResponsePlan.nothing()
 
