@@ -163,12 +163,10 @@ class LocalExecutor(RestartsMixin):
 
         Most sends find no live run, so they skip reading it (one query and one thread hop
         less before the first byte). When the run-start commit finds one, a run waiting
-        for client tools is superseded (002, "a follow-up message sent while client-tool
-        calls are pending consumes them"; a compare-and-set on it) and its pending calls
-        are finished (:mod:`.followups`), a run nobody executes any more is retired, and a
-        run that ended since the failed start is left alone; then the start is tried once
-        more. Raises AlreadyRunningError while the live run still executes (or when the
-        second try finds another live run).
+        for client tools is superseded (a compare-and-set on it) and its pending calls are
+        finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
+        that ended since the failed start is left alone; then the start is tried once more.
+        Raises AlreadyRunningError while the live run still executes (or another is live).
         """
         try:
             return await self._launch(session, Launch(request), user=user)
@@ -187,7 +185,6 @@ class LocalExecutor(RestartsMixin):
     async def _supersede_waiting(
         self, session: ChatSession, request: store.RunStartRequest, user: Any, waiting: Run, messages: list[Any]
     ) -> RunHandle:
-        """Start a send that supersedes ``waiting`` (suspended), finishing the calls it waits for."""
         settlement = await asettle_pending_calls(waiting, messages)
         if settlement is None:
             return await self._launch(session, Launch(request), user=user)
