@@ -5,7 +5,8 @@ browser results or approvals supersedes that run, and the new entry finishes its
 so no committed message keeps a pending call for ever:
 
 - a result or a denial the client already holds in its copy of the waiting message (the
-  request's messages) is *consumed*: stored as that call's outcome;
+  request's messages) is *consumed*: stored as that call's outcome; an answer already
+  stored (a partial batch) is shown as stored;
 - any other pending call is *abandoned*: an ``output-error`` part with
   :data:`ABANDONED_TEXT` (``failed`` / ``abandoned`` for a browser call, ``denied`` /
   ``abandoned`` for an approval: the tool never ran).
@@ -21,6 +22,7 @@ import copy
 import dataclasses
 from typing import Any
 
+from helix_django import store
 from helix_django.models import Run, ToolExecution, ToolExecutionStatus
 from helix_django.runtime import requests as rq
 
@@ -40,10 +42,32 @@ class Settlement:
     """``{tool_call_id: (status, result, error_code)}`` for the superseded run's executions."""
 
 
-def _finish(part: dict[str, Any], execution: ToolExecution, answer: dict[str, Any] | None) -> tuple[Any, ...]:
-    """Finish one pending part in place; return (chunk, status, result, error code)."""
+#: Statuses of a call the superseded run still waited for (an approved call never ran).
+OPEN_STATUSES = frozenset(
+    {ToolExecutionStatus.AWAITING_CLIENT, ToolExecutionStatus.AWAITING_APPROVAL, ToolExecutionStatus.APPROVED}
+)
+
+
+def _recorded(part: dict[str, Any], execution: ToolExecution) -> dict[str, Any] | None:
+    """Finish a part from an answer already stored (a partial batch); return its chunk (None: not final)."""
     call_id = part["toolCallId"]
-    is_approval = execution.status == ToolExecutionStatus.AWAITING_APPROVAL
+    if execution.status == ToolExecutionStatus.SUCCEEDED:
+        part.update(state="output-available", output=execution.result)
+        return {"type": "tool-output-available", "toolCallId": call_id, "output": execution.result}
+    if execution.status == ToolExecutionStatus.FAILED:
+        text = str((execution.result or {}).get("errorText") or "The tool failed")
+        part.update(state="output-error", errorText=text)
+        return {"type": "tool-output-error", "toolCallId": call_id, "errorText": text}
+    if execution.status == ToolExecutionStatus.DENIED:
+        part["state"] = "output-denied"
+        return {"type": "tool-output-denied", "toolCallId": call_id}
+    return None
+
+
+def _finish(part: dict[str, Any], execution: ToolExecution, answer: dict[str, Any] | None) -> tuple[Any, ...]:
+    """Finish one open part in place; return (chunk, status, result, error code)."""
+    call_id = part["toolCallId"]
+    is_approval = execution.status != ToolExecutionStatus.AWAITING_CLIENT
     answer = answer or {}
     if not is_approval and "output" in answer:
         part.update(state="output-available", output=answer["output"])
@@ -71,9 +95,9 @@ async def asettle_pending_calls(run: Run, messages: list[dict[str, Any]]) -> Set
     ``run`` is the suspended run the send supersedes; ``messages`` the request's UIMessages
     (its copy of the waiting message may hold answers). Reads only; nothing is written.
     """
-    pending = {e.tool_call_id: e for e in await rq.apending_tool_executions(run.id)}
+    executions = {e.tool_call_id: e for e in await store.alist_tool_executions(run_id=run.id)}
     row = await rq.aload_response_row(run.session_id, run.start_message_count, run.response_message_id)
-    if not pending or row is None:
+    if row is None:
         return None
     held = next((m for m in messages if m.get("id") == run.response_message_id and m.get("role") == "assistant"), None)
     answers = {a["toolCallId"]: a for a in rq.tool_answers(held)} if held else {}
@@ -81,8 +105,13 @@ async def asettle_pending_calls(run: Run, messages: list[dict[str, Any]]) -> Set
     chunks: list[dict[str, Any]] = []
     outcomes: dict[str, tuple[str, Any, str]] = {}
     for part in row["parts"]:
-        execution = pending.get(part.get("toolCallId")) if isinstance(part, dict) else None
+        execution = executions.get(part.get("toolCallId")) if isinstance(part, dict) else None
         if execution is None or part.get("state") not in ("input-available", "approval-requested"):
+            continue
+        if execution.status not in OPEN_STATUSES:
+            chunk = _recorded(part, execution)
+            if chunk is not None:
+                chunks.append(chunk)
             continue
         chunk, status, result, code = _finish(part, execution, answers.get(execution.tool_call_id))
         chunks.append(chunk)

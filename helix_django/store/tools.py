@@ -137,7 +137,8 @@ def settle_superseded_tool_executions(run_id: str, outcomes: dict[str, tuple[str
     """Record how a later entry finished the pending calls of the run it superseded; return how many.
 
     ``outcomes``: ``{tool_call_id: (status, result, error_code)}``. Only calls still
-    ``awaiting_client`` / ``awaiting_approval`` of a ``superseded`` run change (002, "Tool
+    ``awaiting_client`` / ``awaiting_approval`` / ``approved`` (never run) of a
+    ``superseded`` run change (002, "Tool
     results for a call in an earlier message": the new entry finishes the calls it consumed
     or abandoned). Not fenced on the session: the superseding run holds it now.
     """
@@ -145,7 +146,11 @@ def settle_superseded_tool_executions(run_id: str, outcomes: dict[str, tuple[str
     pending = ToolExecution.objects.filter(
         run_id=run_id,
         run__status=RunStatus.SUPERSEDED,
-        status__in=[ToolExecutionStatus.AWAITING_CLIENT, ToolExecutionStatus.AWAITING_APPROVAL],
+        status__in=[
+            ToolExecutionStatus.AWAITING_CLIENT,
+            ToolExecutionStatus.AWAITING_APPROVAL,
+            ToolExecutionStatus.APPROVED,
+        ],
     )
     settled = 0
     with transaction.atomic(using=reads.write_alias()):

@@ -105,3 +105,19 @@ async def test_a_follow_up_abandons_a_pending_approval_without_running_the_tool(
     assert tool_states((await rows(session.id))[1]) == {"d-1": ("output-error", None, ABANDONED_TEXT)}
     assert await statuses(first.run_id) == {"d-1": ("denied", "abandoned")}
     assert toolbox.calls["delete_file"] == 0
+
+
+async def test_a_follow_up_after_a_partial_batch_shows_the_stored_answer(executor, session, use_agents):
+    use_script(use_agents, [{"TEXT": "Pick colors.", "TOOL_CALLS": PICKS}, {"TEXT": "unused"}], ["pick_color"])
+    first = await executor.execute(session, [user_message("Paint my room", "u-1")])
+    assert await executor.wait(first.run_id, 10) == "suspended_client_tool"
+    answer = [{"toolCallId": "c-1", "output": "green"}]
+    assert await executor.submit_tool_results(session=session, run_id=first.run_id, results=answer) is None
+    history = await rows(session.id)  # the row itself still shows both calls waiting
+
+    use_script(use_agents, [{"TEXT": "Fine."}], ["pick_color"])
+    second = await executor.execute(session, [*history, user_message("Enough", "u-2")])
+    assert await executor.wait(second.run_id, 10) == "completed"
+    expected = {"c-1": ("output-available", "green", None), "c-2": ("output-error", None, ABANDONED_TEXT)}
+    assert tool_states((await rows(session.id))[1]) == expected
+    assert await statuses(first.run_id) == {"c-1": ("succeeded", ""), "c-2": ("failed", "abandoned")}
