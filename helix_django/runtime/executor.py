@@ -25,7 +25,7 @@ import socket
 import uuid
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import DatabaseError, IntegrityError
 from django.utils.module_loading import import_string
 
 from helix_django import store
@@ -190,7 +190,10 @@ class LocalExecutor(RestartsMixin):
             return await self._launch(session, Launch(request), user=user)
         request.input_messages = [settlement.row, *request.input_messages]
         handle = await self._launch(session, Launch(request, lambda _r: settlement.chunks), user=user)
-        await store.asettle_superseded_tool_executions(waiting.id, settlement.outcomes)
+        try:
+            await store.asettle_superseded_tool_executions(waiting.id, settlement.outcomes)
+        except DatabaseError as exc:  # the run started: never answer the send as failed (a re-send duplicates it)
+            logger.warning("run %s: its calls' outcomes were not recorded: %s", waiting.id, type(exc).__name__)
         return handle
 
     async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:

@@ -19,7 +19,8 @@ from asgiref.sync import sync_to_async
 
 from helix_django import store
 from helix_django.errors import RunNotActionableError
-from helix_django.models import ChatSession, Message, ToolEffect, ToolExecution, ToolExecutionStatus
+from helix_django.models import ChatSession, Message, ToolEffect, ToolExecution
+from helix_django.recovery.inventory import blocking_tools
 
 #: Run kinds that redo or continue the session's current run (the run the start replaces).
 REDOING_KINDS = frozenset({"regenerate", "continue"})
@@ -80,13 +81,8 @@ def check_no_unknown_side_effects(request: store.RunStartRequest) -> None:
     runs = redone_run_ids(request)
     if not runs:
         return
-    names = sorted(
-        set(
-            ToolExecution.objects.filter(
-                run_id__in=runs, effect=ToolEffect.SIDE_EFFECT, status=ToolExecutionStatus.UNKNOWN
-            ).values_list("name", flat=True)
-        )
-    )
+    candidates = ToolExecution.objects.filter(run_id__in=runs, effect=ToolEffect.SIDE_EFFECT)
+    names = sorted({e.name for e in blocking_tools(list(candidates))})
     if names:
         raise RunNotActionableError(
             f"The side-effecting tool {', '.join(names)} may already have run: its outcome is unknown. "
