@@ -261,6 +261,8 @@ class EntriesMixin:
     async def _tool_result_from_message(self, session: ChatSession, message: dict[str, Any], user: Any) -> RunHandle:
         run = await acurrent_run(session.id)
         if run is None or run.response_message_id != message["id"]:
+            if await rq.ais_superseded_response(session.id, message["id"]):
+                raise RunSupersededError()  # a late browser result (002, "Superseded runs")
             raise ValidationError("No pending tool calls for this message", cause="no_pending_tools")
         if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
             # The message also carries the settled calls of earlier steps (and earlier runs of

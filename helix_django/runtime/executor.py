@@ -25,7 +25,7 @@ import socket
 import uuid
 from typing import Any
 
-from django.db import IntegrityError
+from django.db import DatabaseError, IntegrityError
 from django.utils.module_loading import import_string
 
 from helix_django import store
@@ -43,10 +43,12 @@ from helix_django.errors import (
 from helix_django.ids import validate_request_key
 from helix_django.models import ChatSession, Run, RunStatus
 from helix_django.protocol import MessageAccumulator
+from helix_django.runtime import guards
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.entries import acurrent_run, typed
+from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
@@ -147,23 +149,24 @@ class LocalExecutor(RestartsMixin):
             truncate_to=truncate_to,
         )
         try:
-            return await self._start_send(session, request, user)
+            return await self._start_send(session, request, user, messages)
         except (AlreadyRunningError, RunStartConflictError, IntegrityError):
             duplicate = await self._keyed_duplicate(session, request_key, digest) if request_key else None
             if duplicate is not None:
                 return duplicate
             raise AlreadyRunningError() from None
 
-    async def _start_send(self, session: ChatSession, request: store.RunStartRequest, user: Any) -> RunHandle:
+    async def _start_send(
+        self, session: ChatSession, request: store.RunStartRequest, user: Any, messages: list[dict[str, Any]]
+    ) -> RunHandle:
         """Start a send optimistically; the session's current run is examined only if it is live.
 
         Most sends find no live run, so they skip reading it (one query and one thread hop
         less before the first byte). When the run-start commit finds one, a run waiting
-        for client tools is superseded (002, "a follow-up message sent while client-tool
-        calls are pending consumes them"; a compare-and-set on it), a run nobody executes
-        any more is retired, and a run that ended since the failed start is left alone;
-        then the start is tried once more. Raises AlreadyRunningError while the live run
-        still executes (or when the second try finds another live run).
+        for client tools is superseded (a compare-and-set on it) and its pending calls are
+        finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
+        that ended since the failed start is left alone; then the start is tried once more.
+        Raises AlreadyRunningError while the live run still executes (or another is live).
         """
         try:
             return await self._launch(session, Launch(request), user=user)
@@ -174,9 +177,24 @@ class LocalExecutor(RestartsMixin):
                     raise
                 if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
                     request.supersede_live, request.expected_current_run_id = True, current.id
-                elif not await self._retire_if_dead(current):  # a crashed process's run is not "running"
+                    return await self._supersede_waiting(session, request, user, current, messages)
+                if not await self._retire_if_dead(current):  # a crashed process's run is not "running"
                     raise
         return await self._launch(session, Launch(request), user=user)
+
+    async def _supersede_waiting(
+        self, session: ChatSession, request: store.RunStartRequest, user: Any, waiting: Run, messages: list[Any]
+    ) -> RunHandle:
+        settlement = await asettle_pending_calls(waiting, messages)
+        if settlement is None:
+            return await self._launch(session, Launch(request), user=user)
+        request.input_messages = [settlement.row, *request.input_messages]
+        handle = await self._launch(session, Launch(request, lambda _r: settlement.chunks), user=user)
+        try:
+            await store.asettle_superseded_tool_executions(waiting.id, settlement.outcomes)
+        except DatabaseError as exc:  # the run started: never answer the send as failed (a re-send duplicates it)
+            logger.warning("run %s: its calls' outcomes were not recorded: %s", waiting.id, type(exc).__name__)
+        return handle
 
     async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
         found = await rq.alookup_request_key(session.id, request_key, digest)
@@ -212,6 +230,8 @@ class LocalExecutor(RestartsMixin):
             info = await manager.get_info(session.stream_id)
             request.stream_sequence = info.head_sequence if info else 0
         request.agent, request.provider, request.model = agent.name, agent.provider.name, agent.model
+        if guards.is_redo(request):
+            await guards.acheck_no_unknown_side_effects(request)
         owner = self._new_lease_owner()
         request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
         result = await store.astart_run(request)

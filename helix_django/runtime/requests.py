@@ -24,7 +24,7 @@ from asgiref.sync import sync_to_async
 
 from helix_django.errors import RequestAlreadyCompletedError, RequestKeyConflictError, ValidationError
 from helix_django.ids import validate_message_id
-from helix_django.models import ChatSession, Message, Run, ToolExecution, ToolExecutionStatus
+from helix_django.models import ChatSession, Message, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.runtime.context import is_tool_part
 from helix_django.store.reads import read_rows
 
@@ -108,6 +108,20 @@ def tool_answers(message: dict[str, Any]) -> list[dict[str, Any]]:
         elif state == "output-error":
             answers.append({"toolCallId": call_id, "errorText": str(part.get("errorText", ""))[:500]})
     return answers
+
+
+def _is_superseded_response(session_id: str, ui_id: str) -> bool:
+    latest = (
+        Run.objects.filter(session_id=session_id, response_message_id=ui_id)
+        .order_by("-started_at", "-pk")
+        .values_list("status", flat=True)
+        .first()
+    )
+    return latest == RunStatus.SUPERSEDED
+
+
+ais_superseded_response = sync_to_async(_is_superseded_response)
+"""``await ais_superseded_response(session_id, ui_id)``: whether the message's latest run was superseded."""
 
 
 def _pending(run_id: str) -> list[ToolExecution]:

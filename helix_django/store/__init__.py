@@ -52,11 +52,13 @@ from helix_django.store.tools import (
     amark_started_tool_executions_unknown,
     answer_tool_execution,
     asave_tool_execution,
+    asettle_superseded_tool_executions,
     find_tool_executions,
     finish_tool_execution,
     list_tool_executions,
     mark_started_tool_executions_unknown,
     save_tool_execution,
+    settle_superseded_tool_executions,
 )
 
 __all__ = [
@@ -82,6 +84,7 @@ __all__ = [
     "arenew_lease",
     "aresolve_tool_execution",
     "asave_tool_execution",
+    "asettle_superseded_tool_executions",
     "astart_run",
     "atake_over_lease",
     "atransition_run",
@@ -99,6 +102,7 @@ __all__ = [
     "renew_lease",
     "resolve_tool_execution",
     "save_tool_execution",
+    "settle_superseded_tool_executions",
     "start_run",
     "take_over_lease",
     "transition_run",

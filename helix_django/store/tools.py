@@ -13,6 +13,7 @@ from helix_django.errors import (
 )
 from helix_django.models import (
     Run,
+    RunStatus,
     ToolExecution,
     ToolExecutionStatus,
 )
@@ -132,9 +133,38 @@ def mark_started_tool_executions_unknown(run_id: str) -> int:
     )
 
 
+def settle_superseded_tool_executions(run_id: str, outcomes: dict[str, tuple[str, Any, str]]) -> int:
+    """Record how a later entry finished the pending calls of the run it superseded; return how many.
+
+    ``outcomes``: ``{tool_call_id: (status, result, error_code)}``. Only calls still
+    ``awaiting_client`` / ``awaiting_approval`` / ``approved`` (never run) of a
+    ``superseded`` run change (002, "Tool
+    results for a call in an earlier message": the new entry finishes the calls it consumed
+    or abandoned). Not fenced on the session: the superseding run holds it now.
+    """
+    now = timezone.now()
+    pending = ToolExecution.objects.filter(
+        run_id=run_id,
+        run__status=RunStatus.SUPERSEDED,
+        status__in=[
+            ToolExecutionStatus.AWAITING_CLIENT,
+            ToolExecutionStatus.AWAITING_APPROVAL,
+            ToolExecutionStatus.APPROVED,
+        ],
+    )
+    settled = 0
+    with transaction.atomic(using=reads.write_alias()):
+        for call_id, (status, result, error_code) in outcomes.items():
+            settled += pending.filter(tool_call_id=call_id).update(
+                status=status, result=result, error_code=error_code, finished_at=now
+            )
+    return settled
+
+
 asave_tool_execution = sync_to_async(save_tool_execution)
 afinish_tool_execution = sync_to_async(finish_tool_execution)
 aanswer_tool_execution = sync_to_async(answer_tool_execution)
 afind_tool_executions = sync_to_async(find_tool_executions)
 alist_tool_executions = sync_to_async(list_tool_executions)
 amark_started_tool_executions_unknown = sync_to_async(mark_started_tool_executions_unknown)
+asettle_superseded_tool_executions = sync_to_async(settle_superseded_tool_executions)

@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
+from helix_django import store
+from helix_django.errors import RunNotActionableError
 from helix_django.models import Run, ToolExecution
-from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
 from helix_django.signals import tool_executed
 from tests.runtime import toolbox
 from tests.runtime.conftest import agent, rows, text, user_message
@@ -112,14 +113,15 @@ async def test_crash_inside_a_tool_leaves_it_unknown_and_nothing_reruns_it(execu
     assert await Run.objects.filter(session_id=session.id).acount() == 1
 
     # The user chooses Continue: the dead run is interrupted (its partial answer rebuilt from
-    # the stream), the call's outcome becomes unknown, and the model is told so.
-    handle = await executor.continue_run(session=session, run_id=first.run_id)
-    assert await executor.wait(handle.run_id, 10) == "completed"
+    # the stream) and the call's outcome becomes unknown, so Continue is refused until the
+    # outcome is resolved (000, "Reconcile before retrying unknown side effects").
+    with pytest.raises(RunNotActionableError) as refused:
+        await executor.continue_run(session=session, run_id=first.run_id)
+    assert refused.value.cause == "tool_outcome_unknown"
     assert toolbox.calls["charge_card"] == 1
     assert await executions(session.id) == [(first.run_id, "charge_card", "unknown")]
-    reply = (await rows(session.id))[-1]
-    part = next(p for p in reply["parts"] if p["type"] == "tool-charge_card")
-    assert part["state"] == "output-error" and part["errorText"] == UNKNOWN_OUTCOME_TEXT
+    assert (await Run.objects.aget(pk=first.run_id)).status == "interrupted"
+    assert await Run.objects.filter(session_id=session.id).acount() == 1
 
 
 async def test_continue_after_a_committed_tool_step_sends_the_persisted_result(executor, session, use_agents):
@@ -153,19 +155,33 @@ async def test_continue_after_a_committed_tool_step_sends_the_persisted_result(e
     assert text(reply) == "Working on it.Done."
 
 
-async def test_regenerate_after_a_crash_inside_a_tool_does_not_run_it_again(executor, session, use_agents):
-    use_agents(default=agent({"STEPS": steps("charge_card", {"order": "hang"})}, tools=[f"{toolbox.PATH}.charge_card"]))
+async def test_regenerate_after_a_crash_inside_a_tool_waits_for_its_resolution(executor, session, use_agents):
+    toolbox.RecordingProvider.requests = []
+    provider = {
+        "BACKEND": f"{toolbox.PATH}.RecordingProvider",
+        "OPTIONS": {"STEPS": steps("charge_card", {"order": "hang"})},
+    }
+    use_agents(default={**agent(tools=[f"{toolbox.PATH}.charge_card"]), "PROVIDER": provider})
     toolbox.gates["started:charge_card"] = threading.Event()
     first = await executor.execute(session, [user_message("Charge my order")])
     assert await asyncio.to_thread(toolbox.gates["started:charge_card"].wait, 10)
     assert executor.abandon(first.run_id)
     await executor.wait(first.run_id, 10)
+    with pytest.raises(RunNotActionableError) as refused:
+        await executor.regenerate(session=session)
+    assert refused.value.cause == "tool_outcome_unknown"
+    assert len(toolbox.RecordingProvider.requests) == 1  # no model call since the crash
+    assert await executions(session.id) == [(first.run_id, "charge_card", "unknown")]
+
+    # Staff reconcile: it ran, with this result. Regenerate now reuses it (never re-runs it).
+    record = await ToolExecution.objects.aget(run_id=first.run_id)
+    await store.aresolve_tool_execution(record.pk, status="succeeded", result={"charged": "hang"})
     handle = await executor.regenerate(session=session)
     assert await executor.wait(handle.run_id, 10) == "completed"
-    assert toolbox.calls["charge_card"] == 1  # the same idempotency key has an unknown outcome
+    assert toolbox.calls["charge_card"] == 1
     assert await executions(session.id) == [
-        (first.run_id, "charge_card", "unknown"),
-        (handle.run_id, "charge_card", "unknown"),
+        (first.run_id, "charge_card", "succeeded"),
+        (handle.run_id, "charge_card", "succeeded"),
     ]
     part = next(p for p in (await rows(session.id))[-1]["parts"] if p["type"] == "tool-charge_card")
-    assert part["state"] == "output-error" and part["errorText"] == UNKNOWN_OUTCOME_TEXT
+    assert part["state"] == "output-available" and part["output"] == {"charged": "hang"}
