@@ -35,6 +35,9 @@ DEFAULTS: dict[str, Any] = {
     "SNAPSHOT_READ_DEADLINE_MS": 10_000,
     # Largest accepted chat request body (002, "HandleChatStreamDeps": maxRequestBytes).
     "MAX_REQUEST_BYTES": 10 * 1024 * 1024,
+    # Most message parts in one chat body, all messages together (docs/limits.md): bounds
+    # the per-part validation work of one request (about 20 us a part, off the event loop).
+    "MAX_REQUEST_PARTS": 20_000,
     # Agents by name: {"PROVIDER": {"BACKEND": ..., "OPTIONS": {...}}, "MODEL": ..., ...}.
     "AGENTS": {
         "default": {
