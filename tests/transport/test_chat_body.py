@@ -53,16 +53,41 @@ INVALID = [
 ]
 
 
-def test_the_fast_check_and_jsonschema_agree_on_every_body():
+TYPES = ["text", "reasoning", "tool-x", "tool-", "dynamic-tool", "dynamic-tools", "xtool-a", "data-x", "", "t" * 101, 5]
+VALUES = [None, "", "ok", "x" * 129, 3, {"a": 1}]
+
+
+def part_bodies():
+    """Every part of a type from TYPES with ``text``/``toolCallId`` absent or from VALUES, and non-object parts."""
+    parts = [1, "text", [], None, {}]
+    for kind in TYPES:
+        parts.append({"type": kind})
+        parts.extend({"type": kind, field: value} for field in ("text", "toolCallId") for value in VALUES)
+    return [{"messages": [message(parts=[{"type": "step-start"}, part])]} for part in parts]
+
+
+def accepted(body):
+    try:
+        parse_body(json.dumps(body).encode())
+    except ValidationError:
+        return False
+    return True
+
+
+def test_the_body_check_and_jsonschema_agree_on_every_body():
     fast = fastjsonschema.compile(BODY_SCHEMA)
     explain = jsonschema.Draft7Validator(BODY_SCHEMA)
     for body in VALID:
         fast(body)
-        assert explain.is_valid(body), body
+        assert explain.is_valid(body) and accepted(body), body
     for body, _field in INVALID:
         with pytest.raises(fastjsonschema.JsonSchemaException):
             fast(body)
-        assert not explain.is_valid(body), body
+        assert not explain.is_valid(body) and not accepted(body), body
+    bodies = part_bodies()
+    assert 40 < sum(map(accepted, bodies)) < len(bodies) - 40
+    for body in bodies:
+        assert accepted(body) == explain.is_valid(body), body["messages"][0]["parts"][1]
 
 
 @pytest.mark.parametrize(("body", "field"), INVALID, ids=[field for _body, field in INVALID])
