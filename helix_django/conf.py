@@ -38,6 +38,10 @@ DEFAULTS: dict[str, Any] = {
     # Most message parts in one chat body, all messages together (docs/limits.md): bounds
     # the per-part validation work of one request (about 20 us a part, off the event loop).
     "MAX_REQUEST_PARTS": 20_000,
+    # Largest stored chunk, so SSE frame and WebSocket message; longer deltas are split.
+    "MAX_CHUNK_BYTES": 1_000_000,
+    # Largest tool result (UTF-8 JSON), server or client tool (helix_django/limits.py).
+    "MAX_TOOL_RESULT_BYTES": 512 * 1024,
     # Agents by name: {"PROVIDER": {"BACKEND": ..., "OPTIONS": {...}}, "MODEL": ..., ...}.
     "AGENTS": {
         "default": {

@@ -6,7 +6,9 @@ from typing import Any
 
 from rest_framework import serializers
 
+from helix_django.errors import PayloadTooLargeError
 from helix_django.ids import validate_session_id
+from helix_django.limits import tool_result_too_large
 from helix_django.models import ChatSession, Run
 
 
@@ -91,10 +93,22 @@ class ToolResultSerializer(serializers.Serializer):
     reason = StrictCharField(required=False, max_length=2_000, allow_blank=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Require exactly one of ``output``, ``errorText`` or ``approved``."""
+        """Require exactly one of ``output``, ``errorText`` or ``approved``; bound ``output``'s size.
+
+        Raises PayloadTooLargeError (413, ``cause: "tool_result"``, ``limitBytes``,
+        ``sizeBytes``) for an output over ``MAX_TOOL_RESULT_BYTES`` (helix_django/limits.py).
+        """
         given = [key for key in ("output", "errorText", "approved") if key in attrs]
         if len(given) != 1:
             raise serializers.ValidationError("exactly one of output, errorText or approved")
+        too_large = tool_result_too_large(attrs["output"]) if "output" in attrs else None
+        if too_large is not None:
+            raise PayloadTooLargeError(
+                "Tool result too large",
+                cause="tool_result",
+                limitBytes=too_large["limitBytes"],
+                sizeBytes=too_large["sizeBytes"],
+            )
         return attrs
 
 
