@@ -36,7 +36,7 @@ DEFAULTS: dict[str, Any] = {
     # Largest accepted chat request body (002, "HandleChatStreamDeps": maxRequestBytes).
     "MAX_REQUEST_BYTES": 10 * 1024 * 1024,
     # Most message parts in one chat body, all messages together (docs/limits.md): bounds
-    # the per-part validation work of one request (about 20 us a part, off the event loop).
+    # the per-part validation work of one request (about 1 us a part, off the event loop).
     "MAX_REQUEST_PARTS": 20_000,
     # Largest stored chunk, so SSE frame and WebSocket message; longer deltas are split.
     "MAX_CHUNK_BYTES": 1_000_000,

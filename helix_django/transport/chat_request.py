@@ -11,9 +11,10 @@ never its value.
 Bounded work (issue 20): the body is decoded by :func:`helix_django.jsonbody.load_json`
 (C-speed, NUL and lone surrogates refused), then cheap structural limits (messages,
 parts per message, ``MAX_REQUEST_PARTS`` in all) refuse an oversized body before any
-per-part work; the schema check runs on the validation worker thread
-(:func:`aparse_chat_request`), and a refusal names the first failure fastjsonschema met,
-so no second walk of the body explains it. Each single-valued header given twice is refused.
+per-part work; the envelope's schema check (fastjsonschema) and the parts' check (a
+plain loop, about 1 us a part) run on the validation worker thread
+(:func:`aparse_chat_request`), and a refusal names the first failure met, so no second
+walk of the body explains it. Each single-valued header given twice is refused.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ BODY_SCHEMA: dict[str, Any] = _body_schema(UI_MESSAGE_SCHEMA)
 #: for every failed ``if``, about 20 us a part; :func:`_part_failure` checks the parts instead.
 _accept = fastjsonschema.compile(_body_schema(_message_schema({})))
 _tool_part_type = re.compile(TOOL_PART_TYPE)
-_KNOWN_FIELDS = frozenset(
+#: Field names a refusal may name (any other key of a body is ``*``, never echoed).
+KNOWN_FIELDS = frozenset(
     {"id", "messages", "message", "trigger", "messageId", "role", "parts", "type", "metadata", "text", "toolCallId"}
 )
 
@@ -199,7 +201,7 @@ def validate_body(body: Any) -> tuple[list[dict[str, Any]], str, str | None, str
     try:
         _accept(body)
     except fastjsonschema.JsonSchemaValueException as exc:
-        field = field_path(exc.path[1:], _KNOWN_FIELDS)
+        field = field_path(exc.path[1:], KNOWN_FIELDS)
         raise ValidationError("Invalid chat request body", cause="body", field=field) from None
     _check_parts(body)
     messages = list(body.get("messages") or [])
@@ -217,7 +219,7 @@ def parse_body(raw: bytes | str) -> tuple[list[dict[str, Any]], str, str | None,
     ``nul_character`` (with ``field``), ``body`` (wrong shape, with ``field``) or
     ``messages`` (no message).
     """
-    return validate_body(load_json(raw, known_fields=_KNOWN_FIELDS))
+    return validate_body(load_json(raw, known_fields=KNOWN_FIELDS))
 
 
 def parse_chat_request(scope: dict[str, Any], session_id: str, body: bytes) -> ChatRequest:
@@ -236,7 +238,7 @@ async def aparse_chat_request(scope: dict[str, Any], session_id: str, body: byte
     """Like :func:`parse_chat_request`, the body's schema check on the validation worker thread."""
     request = parse_chat_headers(scope, session_id)
     if request.method == "POST" and body.strip():
-        decoded = load_json(body, known_fields=_KNOWN_FIELDS)  # C-speed; holds the GIL on any thread
+        decoded = load_json(body, known_fields=KNOWN_FIELDS)  # C-speed; holds the GIL on any thread
         _apply_body(request, await run_off_loop(validate_body, decoded))
     return request
 

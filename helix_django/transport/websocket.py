@@ -42,7 +42,7 @@ from helix_django.jsonbody import load_json, run_off_loop
 from helix_django.models import ChatSession
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
-from helix_django.transport.chat_request import validate_body
+from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import stream_frames
 from helix_django.transport.sse import log_unexpected
 
@@ -80,7 +80,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             size = len(text.encode("utf-8", "surrogatepass"))
             if size > limit:
                 raise PayloadTooLargeError(cause="request_body", limitBytes=limit, sizeBytes=size)
-            content = load_json(text)
+            content = load_json(text, known_fields=KNOWN_FIELDS | {"request_key", "from_sequence", "run_id"})
         except ValidationError as exc:
             await self.send_error(exc)
             return

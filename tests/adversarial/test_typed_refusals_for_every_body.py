@@ -130,3 +130,31 @@ def test_a_single_valued_chat_header_given_twice_is_refused(setup):
         r = client.request(method, url, content=body if method == "POST" else None, headers=headers)
         assert refused(r, cause="duplicate_header")["header"] == name.lower()
     assert writes() == before
+
+
+def test_websocket_messages_are_bounded_and_a_nul_is_refused(setup, users):
+    from websockets.sync.client import connect
+
+    from tests.transport.test_stream_and_ws_live import cookie_of
+
+    server, _client, sid, _run_id = setup
+    before = writes()
+    url = f"{server.ws_base_url}/ws{PREFIX}/sessions/{sid}/"
+    big = json.dumps({"type": "send", "messages": [user_message("x" * 30_000)]})
+    nul = json.dumps({"type": "send", "messages": [nul_message()]})
+    with connect(url, additional_headers=cookie_of(users["a"][0])) as ws:
+        ws.send(big)
+        too_large = json.loads(ws.recv(timeout=10))
+        ws.send(nul)
+        refused_nul = json.loads(ws.recv(timeout=10))
+    assert too_large == {
+        "type": "error",
+        "error": "Request body too large",
+        "code": "validation_payload_too_large",
+        "retryable": False,
+        "cause": "request_body",
+        "limitBytes": 20_000,  # the shared server's MAX_REQUEST_BYTES
+        "sizeBytes": len(big),
+    }
+    assert (refused_nul["cause"], refused_nul["field"]) == ("nul_character", "messages.0.parts.0.text")
+    assert writes() == before
