@@ -29,6 +29,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     from helix_django.conf import helix_settings
 
     messages.extend(_check_numbers(user))
+    from helix_django.limits import check_limits
+
+    messages.extend(check_limits(user))
 
     uses_database = False
     for alias, entry in (helix_settings.STREAM_MANAGERS or {}).items():

@@ -35,6 +35,13 @@ DEFAULTS: dict[str, Any] = {
     "SNAPSHOT_READ_DEADLINE_MS": 10_000,
     # Largest accepted chat request body (002, "HandleChatStreamDeps": maxRequestBytes).
     "MAX_REQUEST_BYTES": 10 * 1024 * 1024,
+    # Most message parts in one chat body, all messages together (docs/limits.md): bounds
+    # the per-part validation work of one request (about 1 us a part, off the event loop).
+    "MAX_REQUEST_PARTS": 20_000,
+    # Largest stored chunk, so SSE frame and WebSocket message; longer deltas are split.
+    "MAX_CHUNK_BYTES": 1_000_000,
+    # Largest tool result (UTF-8 JSON), server or client tool (helix_django/limits.py).
+    "MAX_TOOL_RESULT_BYTES": 512 * 1024,
     # Agents by name: {"PROVIDER": {"BACKEND": ..., "OPTIONS": {...}}, "MODEL": ..., ...}.
     "AGENTS": {
         "default": {

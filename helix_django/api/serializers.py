@@ -6,8 +6,20 @@ from typing import Any
 
 from rest_framework import serializers
 
+from helix_django.errors import PayloadTooLargeError
 from helix_django.ids import validate_session_id
+from helix_django.limits import tool_result_too_large
 from helix_django.models import ChatSession, Run
+
+
+class StrictCharField(serializers.CharField):
+    """A CharField that refuses a value that is not a string (DRF's turns ``0`` into ``"0"``)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        """Return the string; raise ValidationError (``invalid``) for a number, boolean, list or object."""
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 class SessionSerializer(serializers.ModelSerializer):
@@ -26,8 +38,8 @@ class SessionSerializer(serializers.ModelSerializer):
 class SessionCreateSerializer(serializers.Serializer):
     """Body of ``POST sessions/``: an optional client-minted ``id`` and a ``title``."""
 
-    id = serializers.CharField(required=False, max_length=128)
-    title = serializers.CharField(required=False, max_length=200, allow_blank=True, default="")
+    id = StrictCharField(required=False, max_length=128)
+    title = StrictCharField(required=False, max_length=200, allow_blank=True, default="")
 
     def validate_id(self, value: str) -> str:
         """Accept 1-128 of ``[A-Za-z0-9_-]`` (never echoing the value)."""
@@ -73,18 +85,30 @@ class ToolResultSerializer(serializers.Serializer):
     ``{toolCallId, approved, reason?}`` (an approval answer; ``approvalId`` optional).
     """
 
-    toolCallId = serializers.CharField(max_length=200)  # noqa: N815
+    toolCallId = StrictCharField(max_length=200)  # noqa: N815
     output = serializers.JSONField(required=False)
-    errorText = serializers.CharField(required=False, max_length=10_000, allow_blank=True)  # noqa: N815
+    errorText = StrictCharField(required=False, max_length=10_000, allow_blank=True)  # noqa: N815
     approved = serializers.BooleanField(required=False)
-    approvalId = serializers.CharField(required=False, max_length=300)  # noqa: N815
-    reason = serializers.CharField(required=False, max_length=2_000, allow_blank=True)
+    approvalId = StrictCharField(required=False, max_length=300)  # noqa: N815
+    reason = StrictCharField(required=False, max_length=2_000, allow_blank=True)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """Require exactly one of ``output``, ``errorText`` or ``approved``."""
+        """Require exactly one of ``output``, ``errorText`` or ``approved``; bound ``output``'s size.
+
+        Raises PayloadTooLargeError (413, ``cause: "tool_result"``, ``limitBytes``,
+        ``sizeBytes``) for an output over ``MAX_TOOL_RESULT_BYTES`` (helix_django/limits.py).
+        """
         given = [key for key in ("output", "errorText", "approved") if key in attrs]
         if len(given) != 1:
             raise serializers.ValidationError("exactly one of output, errorText or approved")
+        too_large = tool_result_too_large(attrs["output"]) if "output" in attrs else None
+        if too_large is not None:
+            raise PayloadTooLargeError(
+                "Tool result too large",
+                cause="tool_result",
+                limitBytes=too_large["limitBytes"],
+                sizeBytes=too_large["sizeBytes"],
+            )
         return attrs
 
 

@@ -8,13 +8,12 @@ session the caller does not own is 404 ``state_session_not_found`` everywhere.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import exceptions, serializers, status
+from rest_framework import serializers, status
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -46,6 +45,7 @@ from helix_django.errors import (
     TransportError,
 )
 from helix_django.ids import new_id
+from helix_django.jsonbody import load_json
 from helix_django.models import ChatSession, Run
 from helix_django.snapshot import abuild_snapshot
 from helix_django.store import delete_session, get_or_create_session
@@ -79,24 +79,25 @@ def _executor() -> Any:
     return get_executor()
 
 
-class HelixJSONParser(JSONParser):
-    """DRF's JSON parser, refusing (ParseError, 400) what cannot be stored and rendered again.
+#: Field names a refusal may name (any other key of a body is ``*``).
+BODY_FIELDS = frozenset(
+    {"id", "title", "results", "toolCallId", "output", "errorText", "approved", "approvalId", "reason"}
+)
 
-    A body nested deeper than the interpreter can parse (RecursionError, a 500 before), and
-    text holding a lone UTF-16 surrogate (``"\\ud800"``): stored in a tool result, it made
-    every later snapshot of the session a 500.
+
+class HelixJSONParser(JSONParser):
+    """DRF's JSON parser, refusing (typed 400) what cannot be stored and rendered again.
+
+    Decodes with :func:`helix_django.jsonbody.load_json`: bytes that are not UTF-8, JSON
+    nested deeper than the interpreter can parse (a 500 before), a lone UTF-16
+    surrogate (``"\\ud800"``: stored in a tool result, it made every later snapshot a
+    500) are ``cause: "json"``; a NUL in any string (PostgreSQL cannot store it) is
+    ``cause: "nul_character"`` with ``field``.
     """
 
     def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        """Parse like ``JSONParser``; raise ParseError for a RecursionError or a lone surrogate."""
-        try:
-            data = super().parse(stream, media_type, parser_context)
-            json.dumps(data, ensure_ascii=False).encode("utf-8")
-        except RecursionError as exc:
-            raise exceptions.ParseError("JSON nested too deeply") from exc
-        except UnicodeEncodeError as exc:
-            raise exceptions.ParseError("JSON text is not valid Unicode") from exc
-        return data
+        """Return the body's JSON value; raise ValidationError (400, not retryable) as above."""
+        return load_json(stream.read() if stream is not None else b"", known_fields=BODY_FIELDS)
 
 
 class HelixAPIView(APIView):

@@ -34,6 +34,7 @@ from asgiref.sync import sync_to_async
 from django.utils.module_loading import import_string
 
 from helix_django import store
+from helix_django.limits import tool_result_too_large
 from helix_django.models import ToolEffect, ToolExecution, ToolExecutionStatus
 from helix_django.signals import tool_executed
 
@@ -291,10 +292,17 @@ async def run_approved(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolConte
         )
         await _announce(tool_obj, ctx, ToolExecutionStatus.FAILED)
         return ToolOutcome("error", input=arguments, error_text="The tool failed")
+    too_large = tool_result_too_large(result)
+    # The tool ran: its record is succeeded (never run again), the result it cannot keep is replaced.
     await store.afinish_tool_execution(
-        ctx.run_id, ctx.tool_call_id, status=ToolExecutionStatus.SUCCEEDED, result=result
+        ctx.run_id, ctx.tool_call_id, status=ToolExecutionStatus.SUCCEEDED, result=too_large or result
     )
     await _announce(tool_obj, ctx, ToolExecutionStatus.SUCCEEDED)
+    if too_large is not None:
+        logger.warning(
+            "tool %s returned %s bytes (limit %s)", tool_obj.name, too_large["sizeBytes"], too_large["limitBytes"]
+        )
+        return ToolOutcome("error", input=arguments, error_text=TOO_LARGE_TEXT)
     return ToolOutcome("output", input=arguments, output=result)
 
 
@@ -304,5 +312,7 @@ async def _announce(tool_obj: Tool, ctx: ToolContext, status: str) -> None:
     )
 
 
+#: Text sent to the model (and shown) for a call whose result exceeded ``MAX_TOOL_RESULT_BYTES`` (limits.py).
+TOO_LARGE_TEXT = "The tool result is larger than the limit (MAX_TOOL_RESULT_BYTES); it was not kept"
 #: Text sent to the model (and shown) for a call whose earlier execution has no recorded outcome.
 UNKNOWN_OUTCOME_TEXT = "The outcome of this tool call is unknown; it was not run again"

@@ -7,6 +7,7 @@ import contextlib
 import math
 from typing import TYPE_CHECKING
 
+from helix_django.limits import DELTA_TYPES, split_delta
 from helix_django.streams.base import Chunk
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ class StreamWriter:
         flush_interval_ms: float = 15,
         max_chunks: int = 64,
         coalesce_deltas: bool = False,
+        max_delta_chars: int | None = None,
     ) -> None:
         self.manager = manager
         self.stream_id = stream_id
@@ -45,6 +47,8 @@ class StreamWriter:
         self.max_chunks = max_chunks
         self.coalesce_deltas = coalesce_deltas
         """Merge a delta into the pending delta before it when both continue one part (see :func:`can_merge`)."""
+        self.max_delta_chars = max_delta_chars
+        """Split a longer text/reasoning delta into deltas of this many characters (None: never split)."""
         self.last_sequence = 0
         """Sequence of the last chunk stored by this writer (0 before the first flush)."""
         self._pending: list[Chunk] = []
@@ -55,8 +59,9 @@ class StreamWriter:
 
     @classmethod
     def from_settings(cls, manager: BaseStreamManager, stream_id: str, run_id: str) -> StreamWriter:
-        """Return a writer configured by ``FLUSH_INTERVAL_MS``, ``FLUSH_MAX_CHUNKS`` and ``COALESCE_DELTAS``."""
+        """Return a writer configured by ``FLUSH_INTERVAL_MS``, ``FLUSH_MAX_CHUNKS``, ``COALESCE_DELTAS``, limits."""
         from helix_django.conf import helix_settings
+        from helix_django.limits import max_delta_chars
 
         return cls(
             manager,
@@ -65,12 +70,19 @@ class StreamWriter:
             flush_interval_ms=helix_settings.FLUSH_INTERVAL_MS,
             max_chunks=helix_settings.FLUSH_MAX_CHUNKS,
             coalesce_deltas=helix_settings.COALESCE_DELTAS,
+            max_delta_chars=max_delta_chars(),
         )
 
     def write(self, chunk: Chunk) -> None:
-        """Queue ``chunk`` for the next batch."""
+        """Queue ``chunk`` for the next batch (an oversized delta as several, see ``max_delta_chars``)."""
         if self._error is not None:
             raise self._error
+        limit = self.max_delta_chars
+        delta = chunk.get("delta")
+        if limit is not None and isinstance(delta, str) and len(delta) > limit and chunk["type"] in DELTA_TYPES:
+            for piece in split_delta(chunk, limit):
+                self.write(piece)
+            return
         pending = self._pending
         if self.coalesce_deltas and pending and can_merge(pending[-1], chunk):
             # Not stored yet, so no sequence was assigned: the merged text is stored and read once.

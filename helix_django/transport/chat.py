@@ -30,7 +30,7 @@ from helix_django.models import ChatSession, Run
 from helix_django.store.reads import holds_active_message, read_session
 from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, authenticate
-from helix_django.transport.chat_request import ChatRequest, parse_chat_request
+from helix_django.transport.chat_request import ChatRequest, aparse_chat_request
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
 from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
@@ -132,10 +132,10 @@ async def plan_chat(request: ChatRequest, caller: _Caller) -> ResponsePlan:
     return await plan_resume(request, session)
 
 
-def _parse(scope: dict[str, Any], body: bytes) -> tuple[ChatRequest | None, ValidationError | None]:
+async def _parse(scope: dict[str, Any], body: bytes) -> tuple[ChatRequest | None, ValidationError | None]:
     """Return ``(request, None)`` or ``(None, the ValidationError)``; raised only after authentication."""
     try:
-        return parse_chat_request(scope, scope["url_route"]["kwargs"]["session_id"], body), None
+        return await aparse_chat_request(scope, scope["url_route"]["kwargs"]["session_id"], body), None
     except ValidationError as exc:
         return None, exc
 
@@ -157,7 +157,7 @@ class ChatConsumer:
             if scope["method"] not in ("GET", "POST"):
                 raise MethodNotAllowedError()
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            request, invalid = _parse(scope, body)
+            request, invalid = await _parse(scope, body)
             try:  # an invalid request never creates an anonymous visitor's Django session
                 create_anonymous = scope["method"] == "POST" and not invalid
                 caller = await sync_to_async(_identify)(scope, body, request, create_anonymous)

@@ -40,6 +40,18 @@ def header(scope: dict[str, Any], name: str) -> str | None:
     return None
 
 
+def single_header(scope: dict[str, Any], name: str) -> str | None:
+    """Return the value of single-valued header ``name`` (lower case) or None, refusing it given twice.
+
+    Raises ValidationError (400, ``cause: "duplicate_header"``, ``header``: the name) when
+    the request carries ``name`` more than once: which copy counts would be a guess.
+    """
+    key = name.encode("latin-1")
+    if sum(1 for raw_name, _value in scope.get("headers", ()) if raw_name.lower() == key) > 1:
+        raise ValidationError("A single-valued header was given more than once", cause="duplicate_header", header=name)
+    return header(scope, name)
+
+
 def query_param(scope: dict[str, Any], name: str) -> str | None:
     """Return the first value of query parameter ``name`` or None."""
     raw = scope.get("query_string", b"").decode("latin-1")
@@ -57,7 +69,7 @@ def request_cursor(scope: dict[str, Any]) -> int | None:
     its reconnect, newer than the cursor in its URL). A malformed value is ValidationError
     (``cause: cursor``). Table: docs/transport.md, "Cursors".
     """
-    explicit = {parse_cursor(header(scope, name)) for name in ("x-resume-from-sequence", "last-event-id")}
+    explicit = {parse_cursor(single_header(scope, name)) for name in ("x-resume-from-sequence", "last-event-id")}
     explicit.discard(None)
     if len(explicit) > 1:
         raise ValidationError("X-Resume-From-Sequence and Last-Event-ID disagree", cause="cursor_conflict")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from helix_django.limits import split_deltas
+
 Chunk = dict[str, Any]
 _TOOL_STATES_WITH_INPUT = frozenset(
     {"input-available", "approval-requested", "approval-responded", "output-available", "output-error", "output-denied"}
@@ -111,4 +113,4 @@ def prefix_chunks(message: dict[str, Any] | None, message_id: str) -> list[Chunk
     if in_step:
         chunks.append({"type": "finish-step"})
     chunks.append(replay_marker("end", message_id))
-    return chunks
+    return split_deltas(chunks)  # a long committed text replays as deltas under MAX_CHUNK_BYTES

@@ -50,11 +50,16 @@ def helix_websocket_routes(prefix: str = "helix/api/") -> list[Any]:
 def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") -> Any:
     """Return a ``ProtocolTypeRouter``: helix HTTP routes + Django over HTTP, the helix WebSocket.
 
-    ``django_app`` defaults to ``django.core.asgi.get_asgi_application()``.
+    ``django_app`` defaults to ``django.core.asgi.get_asgi_application()``. Under daphne,
+    Twisted's own form parsing is turned off (:mod:`helix_django.transport.daphne_forms`).
     """
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
     from channels.security.websocket import AllowedHostsOriginValidator
+
+    from helix_django.transport.daphne_forms import disable_twisted_form_parsing
+
+    disable_twisted_form_parsing()
 
     if django_app is None:
         from django.core.asgi import get_asgi_application as django_asgi_application

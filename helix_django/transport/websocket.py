@@ -20,25 +20,31 @@ Server frames: ``{"type": "chunk", "sequence", "chunk"}``, ``{"type": "end", "st
 A session the caller does not own (or that does not exist) gets the 404 error frame and
 the close code ``4404`` (``4000 + http_status``), like any refusal at connect time.
 A disconnect stops this socket's reader, never the run.
+
+Bounded work (issue 20): a message longer than ``MAX_REQUEST_BYTES`` is refused by its
+length (413 frame), its JSON is decoded by :func:`helix_django.jsonbody.load_json` (NUL
+and lone surrogates refused) and a send's body is validated on the validation worker
+thread, as the chat route's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from helix_django.api.ownership import get_owned_session, owner_for
-from helix_django.errors import SessionNotFoundError, ValidationError, as_helix_error
+from helix_django.conf import helix_settings
+from helix_django.errors import PayloadTooLargeError, SessionNotFoundError, ValidationError, as_helix_error
 from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
+from helix_django.jsonbody import load_json, run_off_loop
 from helix_django.models import ChatSession
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
-from helix_django.transport.chat_request import parse_body
+from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import check_cursor, stream_frames
 from helix_django.transport.sse import log_unexpected
 
@@ -69,13 +75,18 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=4000 + error.status)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
-        """Decode one JSON message; malformed input answers a typed ``validation_error`` frame."""
+        """Decode one JSON message; malformed or oversized input answers a typed error frame."""
         if self.session is None:
             return
+        text = text_data or ""
+        limit = helix_settings.MAX_REQUEST_BYTES
         try:
-            content = json.loads(text_data or "")
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser can go
-            await self.send_error(ValidationError("Malformed JSON message", cause="json"))
+            size = len(text.encode("utf-8", "surrogatepass"))
+            if size > limit:
+                raise PayloadTooLargeError(cause="request_body", limitBytes=limit, sizeBytes=size)
+            content = load_json(text, known_fields=KNOWN_FIELDS | {"request_key", "from_sequence", "run_id"})
+        except ValidationError as exc:
+            await self.send_error(exc)
             return
         await self.receive_json(content)
 
@@ -115,7 +126,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         from helix_django.transport.chat import get_executor
 
         body = {k: content[k] for k in ("messages", "message", "trigger", "messageId") if k in content}
-        messages, trigger, message_id, _ = parse_body(json.dumps(body).encode())
+        messages, trigger, message_id, _ = await run_off_loop(validate_body, body)
         key = content.get("request_key")
         handle = await asyncio.shield(
             asyncio.ensure_future(

@@ -66,6 +66,13 @@ def explode() -> dict:
     raise RuntimeError("secret tool internals")
 
 
+@tool(effect="read_only")
+def blob(size: int) -> str:
+    """Return a text of ``size`` characters (a tool result of any size)."""
+    calls["blob"] += 1
+    return "x" * size
+
+
 pick_color = client_tool(
     "pick_color",
     description="Ask the user to pick a color in the browser.",

@@ -1,0 +1,115 @@
+"""Size limits of what a run stores and sends, and their system checks (issue 20; docs/limits.md).
+
+- ``MAX_CHUNK_BYTES`` (default 1 000 000): the largest stored chunk, so the largest SSE
+  frame and WebSocket message (common WebSocket clients refuse messages over 1 MiB). A
+  text or reasoning delta longer than :func:`max_delta_chars` is stored as several
+  deltas of the same part, which the AI SDK client concatenates (the replayed prefix
+  too); a tool result is bounded by the next limit.
+- ``MAX_TOOL_RESULT_BYTES`` (default 512 KiB): the largest tool result, as UTF-8 JSON. A
+  server tool returning more fails its step with a typed error (the model and the
+  client see ``tool-output-error``; the tool ran, so the record is ``succeeded`` with a
+  ``{"error": "tool_result_too_large", "sizeBytes", "limitBytes"}`` result, never run
+  again); a client submitting more gets 413 ``validation_payload_too_large``,
+  ``cause: "tool_result"``.
+- ``MAX_REQUEST_BYTES`` and ``MAX_REQUEST_PARTS``: the largest request body, and the most
+  message parts in one chat body (:mod:`helix_django.transport.chat_request`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.core.checks import Error, Warning
+
+from helix_django.conf import helix_settings
+
+Chunk = dict[str, Any]
+DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
+#: JSON bytes one character can take: a non-BMP character escaped as two ``\\uXXXX``.
+MAX_BYTES_PER_CHAR = 12
+#: Bytes of a delta chunk besides its text (type, ids, run stamps); generous.
+DELTA_OVERHEAD_BYTES = 4096
+#: ``(setting, smallest, largest)`` accepted by the check E020.
+RANGES = (
+    ("MAX_CHUNK_BYTES", 64 * 1024, 64 * 1024 * 1024),
+    ("MAX_TOOL_RESULT_BYTES", 1024, 64 * 1024 * 1024),
+    ("MAX_REQUEST_BYTES", 1024, 1024 * 1024 * 1024),
+    ("MAX_REQUEST_PARTS", 1, 1_000_000),
+)
+WEBSOCKET_MESSAGE_BYTES = 1024 * 1024
+"""The message size common WebSocket clients (and daphne's default) accept."""
+
+
+def json_size(value: Any) -> int:
+    """Return the bytes of ``value`` as compact UTF-8 JSON (as the SSE frames and the stores write it)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def max_delta_chars() -> int:
+    """Return the most characters one stored delta carries under ``MAX_CHUNK_BYTES`` (worst-case escaping)."""
+    return max(1, (helix_settings.MAX_CHUNK_BYTES - DELTA_OVERHEAD_BYTES) // MAX_BYTES_PER_CHAR)
+
+
+def split_delta(chunk: Chunk, max_chars: int) -> list[Chunk]:
+    """Return ``chunk`` as deltas of at most ``max_chars`` characters each, in order (itself if it fits).
+
+    Only text and reasoning deltas split: the client concatenates the deltas of one part
+    id, so the message it builds is the same.
+    """
+    delta = chunk.get("delta")
+    if chunk.get("type") not in DELTA_TYPES or not isinstance(delta, str) or len(delta) <= max_chars:
+        return [chunk]
+    return [{**chunk, "delta": delta[start : start + max_chars]} for start in range(0, len(delta), max_chars)]
+
+
+def split_deltas(chunks: list[Chunk]) -> list[Chunk]:
+    """Return ``chunks`` with every oversized delta split (see :func:`split_delta`)."""
+    limit = max_delta_chars()
+    return [piece for chunk in chunks for piece in split_delta(chunk, limit)]
+
+
+def tool_result_too_large(result: Any) -> dict[str, Any] | None:
+    """Return ``{"error": "tool_result_too_large", "sizeBytes", "limitBytes"}`` for a result too large, else None."""
+    limit = helix_settings.MAX_TOOL_RESULT_BYTES
+    size = json_size(result)
+    return {"error": "tool_result_too_large", "sizeBytes": size, "limitBytes": limit} if size > limit else None
+
+
+def check_limits(user: dict[str, Any]) -> list[Any]:
+    """Return E020 (a limit outside its range), E021 (tool results not below chunks) and W020 (chunks over 1 MiB)."""
+    messages: list[Any] = []
+    values: dict[str, int] = {}
+    for key, smallest, largest in RANGES:
+        value = user.get(key, helix_settings.defaults[key])
+        is_number = isinstance(value, int | float) and not isinstance(value, bool)
+        if key == "MAX_REQUEST_BYTES" and not (is_number and value > 0):
+            continue  # E005 reports it
+        if isinstance(value, bool) or not isinstance(value, int) or not smallest <= value <= largest:
+            messages.append(
+                Error(
+                    f"HELIX[{key!r}] must be an integer from {smallest} to {largest}.",
+                    hint="See docs/limits.md for what the limit bounds and its default.",
+                    id="helix_django.E020",
+                )
+            )
+        else:
+            values[key] = value
+    chunk, result = values.get("MAX_CHUNK_BYTES"), values.get("MAX_TOOL_RESULT_BYTES")
+    if chunk is not None and result is not None and result > chunk - DELTA_OVERHEAD_BYTES:
+        messages.append(
+            Error(
+                "HELIX['MAX_TOOL_RESULT_BYTES'] must be below HELIX['MAX_CHUNK_BYTES'] (minus 4096 bytes).",
+                hint="A tool result is sent as one chunk: keep it at most MAX_CHUNK_BYTES - 4096.",
+                id="helix_django.E021",
+            )
+        )
+    if chunk is not None and chunk > WEBSOCKET_MESSAGE_BYTES:
+        messages.append(
+            Warning(
+                "HELIX['MAX_CHUNK_BYTES'] is above 1 MiB: common WebSocket clients refuse such messages.",
+                hint="Keep MAX_CHUNK_BYTES at most 1 000 000 unless every client accepts larger messages.",
+                id="helix_django.W020",
+            )
+        )
+    return messages
