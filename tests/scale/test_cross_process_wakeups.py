@@ -10,7 +10,6 @@ The lag figures themselves are a benchmark row (``python -m bench --crossprocess
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 
 import httpx
