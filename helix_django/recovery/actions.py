@@ -25,13 +25,13 @@ import dataclasses
 import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.errors import RunNotActionableError, RunNotFoundError, RunSupersededError
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.models.run import SCANNED_STATUSES
+from helix_django.orm import sync_to_async
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.outcomes import acancel_ended, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial

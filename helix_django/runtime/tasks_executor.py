@@ -25,12 +25,12 @@ import socket
 import uuid
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from helix_django import store
 from helix_django.conf import helix_settings
 from helix_django.models import ChatSession, Run
+from helix_django.orm import sync_to_async
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent

@@ -9,7 +9,6 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
@@ -31,6 +30,7 @@ from helix_django.models import (
     Run,
     RunStatus,
 )
+from helix_django.orm import sync_to_async
 from helix_django.store import reads
 from helix_django.store.inserts import insert
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from helix_django.models import (
     LIVE_STATUSES,
     Run,
 )
+from helix_django.orm import sync_to_async
 
 
 def renew_lease(run_id: str, owner: str, seconds: int) -> bool:

@@ -16,12 +16,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream, StreamChunk
+from helix_django.orm import sync_to_async
 from helix_django.streams.base import (
     ACTIVE,
     ENDED,
