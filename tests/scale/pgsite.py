@@ -1,4 +1,4 @@
-"""A site database on a private PostgreSQL (tests/scale/services.py): created, migrated, with a user and its token."""
+"""A site database (a private PostgreSQL of tests/scale/services.py, or a SQLite file): migrated, with a user and token."""
 
 from __future__ import annotations
 
@@ -25,8 +25,12 @@ PREPARE = textwrap.dedent(
 
 
 def prepare_site(server, settings_module: str, env: dict[str, str], database: str = "helix") -> str:
-    """Create ``database`` on ``server``, migrate it with ``settings_module`` and ``env``; return a user's DRF token."""
-    server.execute(f'CREATE DATABASE "{database}"')
+    """Create ``database`` on ``server``, migrate it with ``settings_module`` and ``env``; return a user's DRF token.
+
+    With ``server`` None the database is the one ``env`` names (a SQLite file: ``HELIX_SQLITE_PATH``).
+    """
+    if server is not None:
+        server.execute(f'CREATE DATABASE "{database}"')
     done = subprocess.run(
         [sys.executable, "-c", PREPARE],
         cwd=REPO_ROOT,
