@@ -256,6 +256,7 @@ def check_run(site: Site, sid: str, got: list) -> dict[str, int]:
         "doubled": doubled,
         "non_terminal": sum(status in NON_TERMINAL for status in statuses),
         "completed": sum(status == "completed" for status in statuses),
+        **{f"ended {status}": 1 for status in statuses if status != "completed"},
     }
 
 
@@ -280,7 +281,7 @@ def run_fault(site: Site, fault: str, injections: int, rng: random.Random) -> di
             else:
                 report["recovery_seconds_max"] = round(max(report["recovery_seconds_max"], seconds), 2)
             for key, value in check_run(site, sid, got).items():
-                report[key] += value
+                report[key] = report.get(key, 0) + value
     report.update(
         {
             "continuations": tally.continuations,
