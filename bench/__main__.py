@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live", "sse")
+SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "crossprocess")
 SECTION_HELP = {
     "append": "1. append throughput per stream manager vs raw driver",
     "resume": "2. resume cost vs history (first chunk, last 100 chunks)",
@@ -26,6 +26,7 @@ SECTION_HELP = {
     "e2e": "3. end to end through daphne's SSE chat route",
     "live": "4. many live generations on one process: stream-manager layer (delay p50/p99, CPU, memory)",
     "sse": "4. many live generations on one process: through daphne's SSE chat route",
+    "crossprocess": "a reader on another daphne process vs the local reader of the same run (channels_redis)",
 }
 
 

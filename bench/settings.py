@@ -5,7 +5,8 @@ transactions: the embedded default). With ``HELIX_BENCH_DATABASE_URL`` (a Postgr
 URL) a second alias ``postgres`` is configured for the database stream manager on
 PostgreSQL. ``HELIX_BENCH_OVERRIDES`` (JSON) is merged over ``HELIX`` (the e2e
 section's daphne server). ``HELIX_BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/14``) is the
-Redis the Redis rows use.
+Redis the Redis rows use; with ``HELIX_BENCH_CHANNEL_LAYER_PREFIX`` the channel layer is
+channels_redis on it, its keys under that prefix (the crossprocess section's servers).
 """
 
 import json
@@ -61,6 +62,16 @@ CACHES = {
     },
 }
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+if os.environ.get("HELIX_BENCH_CHANNEL_LAYER_PREFIX"):  # the crossprocess section's servers
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 10}],
+                "prefix": os.environ["HELIX_BENCH_CHANNEL_LAYER_PREFIX"],
+            },
+        }
+    }
 ASGI_APPLICATION = "bench.asgi.application"
 STATIC_URL = "/static/"
 HELIX = {"ALLOW_ANONYMOUS": True}

@@ -8,7 +8,8 @@ Environment switches (all optional):
 - ``OPENAI_API_KEY`` or ``OPENAI_BASE_URL``: the default agent talks to that model through
   the OpenAI provider instead of the scripted one (``OPENAI_MODEL``, default ``gpt-4o-mini``).
 - ``HELIX_DEMO_PACE``: the scripted provider's pace in tokens per second (default 40).
-- ``DATABASE_URL``: another database (PostgreSQL) through dj-database-url.
+- ``DATABASE_URL``: another database (PostgreSQL) through dj-database-url, with Django's
+  psycopg 3 connection pool (``HELIX_DB_POOL_SIZE`` connections per process, default 10).
 - ``REDIS_URL``: the Redis channel layer and the Redis stream manager (scale-out).
 - ``HELIX_SQLITE_PATH``: where the SQLite file lives (default ``var/example.sqlite3``).
 - ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``.
@@ -75,7 +76,22 @@ TEMPLATES = [
 if os.environ.get("DATABASE_URL"):
     import dj_database_url
 
-    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=60)}
+    # No persistent connections (CONN_MAX_AGE 0): under ASGI every thread that touches the
+    # ORM would keep one of its own. PostgreSQL gets Django's psycopg 3 pool instead, which
+    # bounds the process's connections and replaces broken ones (docs/scale-out.md, "Connections").
+    DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        from psycopg_pool import ConnectionPool
+
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            # A connection the database dropped while idle in the pool is replaced on checkout.
+            "check": ConnectionPool.check_connection,
+            "min_size": 2,
+            "max_size": int(os.environ.get("HELIX_DB_POOL_SIZE", "10")),
+            # Seconds a request waits for a free connection (or for the database to come back)
+            # before it fails with a typed, retryable 503.
+            "timeout": 5,
+        }
 else:
     _sqlite_path = os.environ.get("HELIX_SQLITE_PATH") or str(BASE_DIR / "var" / "example.sqlite3")
     os.makedirs(os.path.dirname(_sqlite_path), exist_ok=True)

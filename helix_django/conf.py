@@ -70,6 +70,9 @@ DEFAULTS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": False,
     # Channel layer alias used for cross-process stream wake-ups.
     "CHANNEL_LAYER": "default",
+    # Seconds a live run's database writes are retried through a transient failure (the
+    # database restarting, unreachable, locked, out of disk) before the run fails with it.
+    "DATABASE_RETRY_SECONDS": 10,
 }
 
 #: Settings whose value is an import string (or a dict holding "BACKEND" import strings).

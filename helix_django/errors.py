@@ -370,9 +370,19 @@ class RateLimitedError(HelixError):
 
 
 def as_helix_error(exc: BaseException) -> HelixError:
-    """Return ``exc`` if it is a HelixError, else a FrameworkInternalError without its text."""
+    """Return ``exc`` if it is a HelixError, else its typed stand-in without its text.
+
+    A database failure (Django's ``DatabaseError``: unreachable, restarting, a dropped
+    connection, a full disk, a lock timeout) is the retryable 503 ``state_history_incomplete``
+    (``store_error``), as the executor's entry points raise it; anything else is a
+    ``framework_internal_error`` (500).
+    """
     if isinstance(exc, HelixError):
         return exc
+    from django.db import DatabaseError
+
+    if isinstance(exc, DatabaseError):
+        return HistoryIncompleteError(cause="store_error")
     return FrameworkInternalError()
 
 

@@ -21,12 +21,13 @@ import dataclasses
 import math
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.db import DatabaseError, connections, router
 
 from helix_django.conf import helix_settings
 from helix_django.errors import HistoryIncompleteError, ValidationError
 from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Run, RunStatus
+from helix_django.orm import sync_to_async
 from helix_django.store.reads import Row, read_rows
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import FAILED, PAUSED, StreamInfo

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = {"append", "resume", "snapshot", "runtime", "e2e", "live", "sse"}
+SECTIONS = {"append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "crossprocess"}
 
 
 @pytest.mark.timeout(300)

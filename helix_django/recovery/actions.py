@@ -25,12 +25,11 @@ import dataclasses
 import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from helix_django import store, telemetry
 from helix_django.errors import RunNotActionableError, RunNotFoundError, RunSupersededError
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.models.run import SCANNED_STATUSES
+from helix_django.orm import sync_to_async
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.outcomes import acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.errors import RunCancelledError, RunInterruptedError, StreamConnectionError, StreamFenceError
 from helix_django.models import CancelledBy, Checkpoint, CheckpointKind, Run, RunStatus, ToolExecution
+from helix_django.orm import sync_to_async
 from helix_django.protocol import RUN_KEY
 from helix_django.recovery.partial import (
     PartialOutput,

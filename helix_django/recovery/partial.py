@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from helix_django.models import Checkpoint, CheckpointKind, Message, Run
+from helix_django.orm import sync_to_async
 from helix_django.protocol import ATTEMPT_KEY, RUN_KEY, MessageAccumulator
 from helix_django.streams import get_stream_manager
 

@@ -27,7 +27,6 @@ import time
 from collections import Counter
 from datetime import datetime
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from helix_django import store, telemetry
@@ -35,6 +34,7 @@ from helix_django.conf import helix_settings
 from helix_django.errors import RunSupersededError, StreamFenceError
 from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
+from helix_django.orm import sync_to_async
 from helix_django.recovery.inventory import lease_expired_q
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial

@@ -12,7 +12,6 @@ import functools
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import DatabaseError
 from django.utils import timezone
 
@@ -28,6 +27,7 @@ from helix_django.errors import (
     ValidationError,
 )
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecutionStatus
+from helix_django.orm import sync_to_async
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.handles import Launch, RunHandle

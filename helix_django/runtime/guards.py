@@ -15,11 +15,10 @@ A send of a new turn that leaves the earlier turn as it is redoes nothing: it pa
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
-
 from helix_django import store
 from helix_django.errors import RunNotActionableError
 from helix_django.models import ChatSession, Message, ToolEffect, ToolExecution
+from helix_django.orm import sync_to_async
 from helix_django.recovery.inventory import blocking_tools
 
 #: Run kinds that redo or continue the session's current run (the run the start replaces).

@@ -20,11 +20,10 @@ import hashlib
 import json
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from helix_django.errors import RequestAlreadyCompletedError, RequestKeyConflictError, ValidationError
 from helix_django.ids import validate_message_id
 from helix_django.models import ChatSession, Message, Run, RunStatus, ToolExecution, ToolExecutionStatus
+from helix_django.orm import sync_to_async
 from helix_django.runtime.context import is_tool_part
 from helix_django.store.reads import read_rows
 

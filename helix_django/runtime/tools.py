@@ -30,12 +30,12 @@ from collections.abc import Callable
 from typing import Any
 
 import jsonschema
-from asgiref.sync import sync_to_async
 from django.utils.module_loading import import_string
 
 from helix_django import store
 from helix_django.limits import tool_result_too_large
 from helix_django.models import ToolEffect, ToolExecution, ToolExecutionStatus
+from helix_django.orm import sync_to_async
 from helix_django.signals import tool_executed
 
 logger = logging.getLogger(__name__)

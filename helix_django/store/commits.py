@@ -9,7 +9,6 @@ import dataclasses
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
@@ -31,6 +30,7 @@ from helix_django.models import (
     Run,
     RunStatus,
 )
+from helix_django.orm import retrying, sync_to_async
 from helix_django.store import reads
 from helix_django.store.inserts import insert
 
@@ -451,6 +451,8 @@ def delete_session(session_id: str) -> None:
 
 aget_or_create_session = sync_to_async(get_or_create_session)
 astart_run = sync_to_async(start_run)
-acommit_step = sync_to_async(commit_step)
-acommit_terminal = sync_to_async(commit_terminal)
-aupdate_run = sync_to_async(update_run)
+# A live run's writes survive a short database outage (helix_django.orm.retrying): each is one
+# transaction, so a failed attempt committed nothing.
+acommit_step = retrying(commit_step)
+acommit_terminal = retrying(commit_terminal)
+aupdate_run = retrying(update_run)

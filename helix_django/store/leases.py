@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from helix_django.models import (
     LIVE_STATUSES,
     Run,
 )
+from helix_django.orm import retrying, sync_to_async
 
 
 def renew_lease(run_id: str, owner: str, seconds: int) -> bool:
@@ -51,6 +51,6 @@ def take_over_lease(run_id: str, from_owner: str, owner: str, seconds: int) -> b
     )
 
 
-arenew_lease = sync_to_async(renew_lease)
+arenew_lease = retrying(renew_lease)
 aclaim_lease = sync_to_async(claim_lease)
 atake_over_lease = sync_to_async(take_over_lease)

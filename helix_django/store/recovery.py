@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,6 +21,7 @@ from helix_django.models import (
     ToolExecution,
     ToolExecutionStatus,
 )
+from helix_django.orm import sync_to_async
 from helix_django.store import reads
 from helix_django.store.commits import _checkpoint, _lock_session
 

@@ -58,7 +58,11 @@ class _LoopListener:
         while True:
             try:
                 if self.channel is None:
-                    self.channel = await layer.new_channel("helix.streams.")
+                    # The layer's default prefix, the one Channels' consumers use: channels_redis
+                    # serves every process-local channel of one prefix from one Redis list, and
+                    # whichever receive() holds its lock blocks on that prefix's list only, so a
+                    # channel of its own prefix would wait behind any consumer's receive (issue 21).
+                    self.channel = await layer.new_channel()
                     self.ready.set()
                 message = await layer.receive(self.channel)
             except asyncio.CancelledError:

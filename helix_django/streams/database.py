@@ -16,12 +16,12 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream, StreamChunk
+from helix_django.orm import retry_transient, sync_to_async
 from helix_django.streams.base import (
     ACTIVE,
     ENDED,
@@ -314,8 +314,11 @@ class DatabaseStreamManager(BaseStreamManager):
 
     # --- async API -----------------------------------------------------------------------
 
-    async def _call(self, what: str, fn: Any, *args: Any) -> Any:
+    async def _call(self, what: str, fn: Any, *args: Any, retry: bool = False) -> Any:
+        # A run's writes (``retry``) ride out a short database outage: each is one transaction.
         try:
+            if retry:
+                return await retry_transient(what, sync_to_async(fn, thread_sensitive=True), *args)
             return await sync_to_async(fn, thread_sensitive=True)(*args)
         except StreamFenceError:
             raise
@@ -366,7 +369,7 @@ class DatabaseStreamManager(BaseStreamManager):
             while batch := self._queues.pop(loop, None):
                 requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
                 try:
-                    results = await self._call("append", self._append_many_sync, requests)
+                    results = await self._call("append", self._append_many_sync, requests, retry=True)
                 except Exception as exc:  # StreamConnectionError: nothing of this batch was stored
                     for *_request, future in batch:
                         if not future.done():
@@ -389,7 +392,7 @@ class DatabaseStreamManager(BaseStreamManager):
 
     async def _set_status(self, stream_id: str, run_id: str, status: str, **fields: Any) -> StreamInfo:
         self.tail.forget(stream_id)
-        info = await self._call(status, self._status_sync, stream_id, run_id, status, fields)
+        info = await self._call(status, self._status_sync, stream_id, run_id, status, fields, retry=True)
         self.tail.forget(stream_id)
         self.notifier.notify(stream_id)
         return info

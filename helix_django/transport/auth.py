@@ -17,7 +17,6 @@ import math
 from http.cookies import SimpleCookie
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.core.handlers.asgi import ASGIRequest
@@ -35,6 +34,7 @@ from helix_django.errors import (
     PermissionDeniedError,
     RateLimitedError,
 )
+from helix_django.orm import sync_to_async
 
 
 @dataclasses.dataclass

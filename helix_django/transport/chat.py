@@ -16,8 +16,6 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import (
@@ -27,6 +25,7 @@ from helix_django.errors import (
     ValidationError,
 )
 from helix_django.models import ChatSession, Run
+from helix_django.orm import sync_to_async
 from helix_django.store.reads import holds_active_message, read_session
 from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, authenticate

@@ -13,12 +13,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from asgiref.sync import sync_to_async
-
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, MethodNotAllowedError, StreamNotFoundError
 from helix_django.ids import validate_session_id
+from helix_django.orm import sync_to_async
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
 from helix_django.transport.auth import aauthenticate

@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from helix_django.api.ownership import get_owned_session, owner_for
@@ -42,6 +41,7 @@ from helix_django.errors import PayloadTooLargeError, SessionNotFoundError, Vali
 from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
 from helix_django.jsonbody import load_json, run_off_loop
 from helix_django.models import ChatSession
+from helix_django.orm import sync_to_async
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
 from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
 
 from tests.conftest import redis_url
 from tests.live import daphne_server_factory  # noqa: F401
+
+# These start a PostgreSQL of their own, so they prove the same on either pass of the suite
+# (SQLite, then PostgreSQL): CI runs them once, in the PostgreSQL pass.
+if not os.environ.get("HELIX_TEST_DATABASE_URL"):
+    collect_ignore = [
+        "test_connection_pool.py",
+        "test_database_connection_faults.py",
+        "test_database_outage_during_a_run.py",
+        "test_multiprocess_faults.py",  # on PostgreSQL + Redis, as a scaled-out site runs
+    ]
 
 
 @pytest.fixture

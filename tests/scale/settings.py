@@ -2,7 +2,7 @@
 
 Env: ``HELIX_TEST_REDIS_URL`` (the Redis of the layer and of CACHES["helix"]),
 ``HELIX_TEST_LAYER_PREFIX`` (channels_redis key prefix, so concurrent test runs never share
-groups), ``HELIX_TEST_STREAM_PREFIX`` (when set, the default stream manager is the Redis one
+groups), ``HELIX_TEST_LAYER`` (``redis``, the default, or ``memory``: the in-memory layer), ``HELIX_TEST_STREAM_PREFIX`` (when set, the default stream manager is the Redis one
 with this key prefix). HELIX_TEST_OVERRIDES still applies (tests/settings.py).
 """
 
@@ -32,6 +32,8 @@ def redis_channel_layer(prefix: str) -> dict:
 
 
 CHANNEL_LAYERS = redis_channel_layer(os.environ.get("HELIX_TEST_LAYER_PREFIX", "helix-test"))
+if os.environ.get("HELIX_TEST_LAYER") == "memory":
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 if os.environ.get("HELIX_TEST_STREAM_PREFIX"):
     HELIX = {
         **HELIX,

@@ -1,0 +1,185 @@
+"""Multi-process faults: three daphne processes, two task workers, random SIGKILLs mid-run (issue 21).
+
+PostgreSQL (the suite's PostgreSQL pass) + Redis (stream manager and channels_redis layer);
+the runs execute on the workers (TasksExecutor), each calls a side-effecting tool then
+streams its answer. Each client sends on one web process, drops after a few chunks and
+resumes on another, and keeps resuming (on a live process) until the stream's terminal
+frame. At random runs one web process is killed, or one worker, mid-run (and started
+again). Figures (printed): runs, kills, committed chunks lost, chunks doubled at
+clients, side effects re-run, runs left non-terminal, runs whose client saw no terminal
+frame.
+
+Asserted: no chunk doubled at a client, no side effect re-run, no run left non-terminal.
+Not yet asserted: the chunks lost and the missing terminal frames, all of them so far the
+``run_interrupted`` error chunk the relaunch scan stores after a worker died, which a
+reader ends before (a bare ``[DONE]``): the ending readers get is issue 17's (truthful
+endings); assert both as 0 once it has landed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import pytest
+from httpx_sse import EventSource
+
+from helix_django.models import Run
+from tests.scale.workers import Worker
+
+pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+RUNS = 6
+WORDS = [f"w{i}" for i in range(30)]
+HELIX = {
+    "EXECUTOR": "helix_django.runtime.tasks_executor.TasksExecutor",
+    "AGENTS": {
+        "default": {
+            "PROVIDER": {
+                "BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider",
+                "OPTIONS": {
+                    "PACE_TPS": 20,
+                    "STEPS": [
+                        {"TOOL_CALLS": [{"name": "record_effect", "arguments": {"note": "once"}}]},
+                        {"TEXT": " ".join(WORDS)},
+                    ],
+                },
+            },
+            "MODEL": "scripted-1",
+            "SYSTEM_PROMPT": "You are a test.",
+            "TOOLS": ["tests.scale.sidefx.record_effect"],
+        }
+    },
+    "FLUSH_INTERVAL_MS": 2,
+    "LEASE_SECONDS": 3,
+    "LEASE_RENEW_SECONDS": 1,
+}
+NON_TERMINAL = ("starting", "streaming", "tooling", "recovering")
+
+
+@pytest.fixture
+def cluster(daphne_server_factory, scale_env):
+    """Three web processes (with the relaunch scan) and two workers; the effects file."""
+    effects = Path(tempfile.mkdtemp(prefix="helix-effects-")) / "effects.txt"
+    env = {**scale_env, "HELIX_TEST_EFFECTS_PATH": str(effects)}
+    kwargs = {"settings_module": "tests.scale.settings", "helix": HELIX, "env": env}
+    webs = [daphne_server_factory(asgi_app="tests.recovery.asgi_recovering:application", **kwargs) for _ in range(3)]
+    workers = [Worker(HELIX, env=env, settings_module="tests.scale.settings").start() for _ in range(2)]
+    yield webs, workers, effects
+    for worker in workers:
+        worker.stop()
+
+
+def read(client: httpx.Client, method: str, url: str, got: list, stop_after: int | None = None, **kwargs) -> str:
+    """Read a chat response into ``got``; return ``done``, ``drop`` (ended or cut without [DONE]) or ``refused``."""
+    try:
+        with client.stream(method, url, **kwargs) as response:
+            if response.status_code != 200:
+                return "refused"
+            count = 0
+            for sse in EventSource(response).iter_sse():
+                if sse.data == "[DONE]":
+                    return "done"
+                if sse.id and sse.data:
+                    got.append((int(sse.id), json.loads(sse.data)))
+                    count += 1
+                    if stop_after is not None and count >= stop_after:
+                        return "drop"
+    except httpx.HTTPError:
+        return "drop"
+    return "drop"
+
+
+def one_client(client, webs, sid, rng, got, outcome) -> None:
+    """Send on one process, drop, resume on others until the terminal frame (90 s at most)."""
+    send_on, resume_on = rng.sample(range(len(webs)), 2)
+    message = {"id": f"u_{uuid.uuid4().hex[:10]}", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
+    body = {"id": sid, "messages": [message], "trigger": "submit-message"}
+    path = f"/helix/api/sessions/{sid}/chat"
+    state = read(client, "POST", webs[send_on].url(path), got, stop_after=rng.randint(2, 12), json=body)
+    deadline = time.monotonic() + 90
+    target = resume_on
+    while state != "done" and time.monotonic() < deadline:
+        server = webs[target]
+        if server.is_running:
+            cursor = max((s for s, _c in got), default=0)
+            state = read(client, "GET", server.url(path), got, headers={"X-Resume-From-Sequence": str(cursor)})
+        if state != "done":
+            time.sleep(0.3)
+            target = (target + 1) % len(webs)
+    outcome["state"] = state
+
+
+def test_sigkills_of_web_processes_and_workers_double_no_chunk_rerun_no_side_effect_leave_no_run_open(
+    cluster, user_headers, scale_env
+):
+    webs, workers, effects = cluster
+    key_prefix = scale_env["HELIX_TEST_STREAM_PREFIX"]
+    rng = random.Random(21)
+    figures = Counter()
+    sessions: dict[str, list] = {}
+    with httpx.Client(headers={"Authorization": user_headers["Authorization"]}, timeout=60) as client:
+        for index in range(RUNS):
+            sid, got, outcome = f"chat_{uuid.uuid4().hex[:16]}", [], {}
+            sessions[sid] = got
+            reader = threading.Thread(target=one_client, args=(client, webs, sid, rng, got, outcome))
+            reader.start()
+            time.sleep(rng.uniform(0.5, 1.5))
+            victim = None
+            if index % 2 == 0:
+                victim = webs[rng.randrange(len(webs))]
+                victim.kill()
+                figures["web kills"] += 1
+            else:
+                killed = rng.randrange(len(workers))
+                workers[killed].kill()
+                figures["worker kills"] += 1
+            reader.join(120)
+            figures["runs"] += 1
+            figures["runs without a terminal frame"] += outcome.get("state") != "done"
+            if victim is not None:
+                victim.start()
+            else:
+                workers[killed] = Worker(HELIX, env=workers[killed].env, settings_module="tests.scale.settings").start()
+
+    deadline = time.monotonic() + 30
+    while Run.objects.filter(session_id__in=sessions, status__in=NON_TERMINAL).exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for got in sessions.values():
+        received = [s for s, _c in got]
+        figures["chunks doubled at clients"] += len(received) - len(set(received))
+    lost = lost_chunks(sessions, key_prefix)
+    figures["committed chunks lost"] = sum(len(chunks) for chunks in lost.values())
+    figures["runs left non-terminal"] = Run.objects.filter(session_id__in=sessions, status__in=NON_TERMINAL).count()
+    calls = Counter(effects.read_text().split()) if effects.exists() else Counter()
+    figures["side effects re-run"] = sum(count - 1 for count in calls.values() if count > 1)
+    print("multi-process fault figures:", dict(figures))
+    print("chunks stored but not received, by session:", lost)
+    assert figures["chunks doubled at clients"] == 0, figures
+    assert figures["side effects re-run"] == 0, figures
+    assert figures["runs left non-terminal"] == 0, figures
+    assert figures["web kills"] and figures["worker kills"], figures
+
+
+def lost_chunks(sessions: dict[str, list], key_prefix: str) -> dict[str, list]:
+    """Return, per session, the chunks its stream stored for clients (not internal) that its client never received."""
+    from asgiref.sync import async_to_sync
+
+    from helix_django.streams.redis import RedisStreamManager
+
+    manager = RedisStreamManager("check", {"CONNECTION_ALIAS": "helix", "KEY_PREFIX": key_prefix})
+    lost: dict[str, list] = {}
+    for sid, got in sessions.items():
+        received = {s for s, _c in got}
+        stored = async_to_sync(manager.read_all)(sid)
+        missing = [(s, c) for s, c in stored if not c.get("type", "").startswith("helix-") and s not in received]
+        if missing:
+            lost[sid] = [(s, c.get("type"), c.get("helixError", {}).get("code")) for s, c in missing]
+    return lost
