@@ -65,6 +65,8 @@ def view(page) -> dict:
 
 def snapshot_rows(page, session_id: str) -> list[dict]:
     snapshot = page.evaluate(f"() => fetch('/helix/api/sessions/{session_id}/snapshot').then(r => r.json())")
+    if "messages" not in snapshot:  # 404 before the first send's run-start commit
+        return [], snapshot.get("code")
     return [
         {
             "id": m["id"],
