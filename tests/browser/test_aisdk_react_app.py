@@ -10,6 +10,7 @@ turn, its text exactly once.
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 
@@ -24,7 +25,12 @@ from tests.browser.react_app import build_app
 pytestmark = [pytest.mark.node, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-@pytest.fixture(scope="session", params=["ai6", "ai7"])
+#: Both AI SDK lines on the first pass (SQLite); the PostgreSQL pass, whose server side is
+#: the same code on another database, runs the ai@6 line only (CI time, issue 18).
+LINES = ["ai6"] if os.environ.get("HELIX_TEST_DATABASE_URL") else ["ai6", "ai7"]
+
+
+@pytest.fixture(scope="session", params=LINES)
 def app_build(request):
     """``(variant, dist folder)`` of the bundled app."""
     return request.param, build_app(request.param)
