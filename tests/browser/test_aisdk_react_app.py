@@ -37,18 +37,30 @@ def app_build(request):
 
 
 @pytest.fixture
-def app_site(daphne_server_factory, app_build):
-    """The example site serving the bundle at /static/aisdk-app/, behind a cuttable proxy."""
-    variant, dist = app_build
-    site = daphne_server_factory(
-        asgi_app="example_project.asgi:application",
-        settings_module="tests.browser.settings",
-        helix={"AGENTS": {"default": {"PROVIDER": scripted()}}},
-        env={"HELIX_TEST_STATIC_DIRS": f"aisdk-app={dist}"},
-    )
-    proxy = CuttableProxy(site.port)
-    yield proxy
-    proxy.close()
+def app_site_factory(daphne_server_factory, app_build):
+    """``make(agent overrides) -> proxy``: the example site serving the bundle at /static/aisdk-app/."""
+    _variant, dist = app_build
+    proxies = []
+
+    def make(**agent):
+        site = daphne_server_factory(
+            asgi_app="example_project.asgi:application",
+            settings_module="tests.browser.settings",
+            helix={"AGENTS": {"default": {"PROVIDER": scripted(**agent.pop("provider", {})), **agent}}},
+            env={"HELIX_TEST_STATIC_DIRS": f"aisdk-app={dist}"},
+        )
+        proxies.append(CuttableProxy(site.port))
+        return proxies[-1]
+
+    yield make
+    for proxy in proxies:
+        proxy.close()
+
+
+@pytest.fixture
+def app_site(app_site_factory):
+    """The example site with its default agent, behind a cuttable proxy."""
+    return app_site_factory()
 
 
 def open_app(page, server, mode: str, session_id: str) -> None:
@@ -65,11 +77,12 @@ def send(page, text: str) -> None:
 def view(page) -> dict:
     return page.evaluate(
         "() => ({status: helixApp.status, error: helixApp.error, messages: helixApp.messages.map(m => ({id: m.id, "
-        "role: m.role, text: m.parts.filter(p => p.type === 'text').map(p => p.text).join('')}))})"
+        "role: m.role, text: m.parts.filter(p => p.type === 'text').map(p => p.text).join(''), "
+        "tools: m.parts.filter(p => p.type.startsWith('tool-')).map(p => [p.toolCallId, p.state])}))})"
     )
 
 
-def snapshot_rows(page, session_id: str) -> list[dict]:
+def snapshot_rows(page, session_id: str) -> tuple[list[dict], str]:
     snapshot = page.evaluate(f"() => fetch('/helix/api/sessions/{session_id}/snapshot').then(r => r.json())")
     if "messages" not in snapshot:  # 404 before the first send's run-start commit
         return [], snapshot.get("code")
@@ -78,6 +91,7 @@ def snapshot_rows(page, session_id: str) -> list[dict]:
             "id": m["id"],
             "role": m["role"],
             "text": "".join(p.get("text", "") for p in m["parts"] if p["type"] == "text"),
+            "tools": [[p["toolCallId"], p["state"]] for p in m["parts"] if p["type"].startswith("tool-")],
         }
         for m in snapshot["messages"]
     ], snapshot["status"]
@@ -172,3 +186,55 @@ def test_kit_stop_cancels_the_run_on_the_server(page, app_site):
     assert [r["role"] for r in rows] == ["user", "assistant"]
     assert 0 < len(rows[1]["text"]) < len(expected_reply(question))
     assert Run.objects.get(session_id=session_id).status == "cancelled"
+
+
+TOOLBOX = "tests.runtime.toolbox"
+
+
+def wait_snapshot_status(page, session_id: str, status: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if snapshot_rows(page, session_id)[1] == status:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the snapshot never became {status}: {snapshot_rows(page, session_id)}")
+
+
+def tool_page(browser, app_site_factory, tool: str, call: dict, text: str):
+    site = app_site_factory(TOOLS=[f"{TOOLBOX}.{tool}"], provider={"TOOL_CALLS": [call], "TEXT": text})
+    user, password = make_user()
+    return sign_in(browser, site, user, password), site
+
+
+def test_kit_client_tool_pending_across_a_reload_runs_once(browser, app_site_factory):
+    call = {"name": "pick_color", "arguments": {"prompt": "Pick one"}, "id": "call_pick"}
+    page, site = tool_page(browser, app_site_factory, "pick_color", call, "You picked red.")
+    session_id = f"chat_{uuid.uuid4().hex[:16]}"
+    page.goto(site.url(f"/static/aisdk-app/index.html?mode=tools&tools=manual&session={session_id}"))
+    page.wait_for_function("window.helixApp !== undefined")
+    send(page, "Pick a color")
+    wait_snapshot_status(page, session_id, "paused")  # the run waits for the browser
+    open_app(page, site, "tools", session_id)  # a reload that answers client tools
+    rows = wait_exact(page, session_id)
+    assert page.evaluate("window.toolCalls") == ["call_pick"]
+    assert [r["role"] for r in rows] == ["user", "assistant"]
+    assert rows[1]["tools"] == [["call_pick", "output-available"]]
+    assert rows[1]["text"].count("You picked red.") == 1
+    page.context.close()
+
+
+def test_kit_tool_approval_across_a_reload_is_asked_once_and_runs(browser, app_site_factory):
+    call = {"name": "delete_file", "arguments": {"path": "/tmp/x"}, "id": "call_delete"}
+    page, site = tool_page(browser, app_site_factory, "delete_file", call, "Deleted it.")
+    session_id = f"chat_{uuid.uuid4().hex[:16]}"
+    open_app(page, site, "tools", session_id)
+    send(page, "Delete /tmp/x")
+    wait_snapshot_status(page, session_id, "paused")
+    open_app(page, site, "tools", session_id)  # reload while the approval is asked
+    page.wait_for_function("helixApp.messages.at(-1)?.parts.some(p => p.state === 'approval-requested')")
+    page.evaluate("helixApp.approve(true)")
+    rows = wait_exact(page, session_id)
+    assert [r["role"] for r in rows] == ["user", "assistant"]
+    assert rows[1]["tools"] == [["call_delete", "output-available"]]
+    assert rows[1]["text"].count("Deleted it.") == 1
+    page.context.close()

@@ -1,10 +1,11 @@
 // A small React app on the AI SDK, as a site would write it, driven by Playwright.
-// ?mode=kit|stock&session=<id>. It exposes what it renders as window.helixApp.
+// ?mode=kit|stock|tools&session=<id>. It exposes what it renders as window.helixApp.
 import { useEffect, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { fetchSnapshot } from "helix-ai-sdk";
 import { KitChat } from "./kit_chat.jsx";
 import { StockChat } from "./stock_chat.jsx";
+import { ToolChat } from "./tool_chat.jsx";
 
 const params = new URLSearchParams(location.search);
 const sessionId = params.get("session");
@@ -34,6 +35,7 @@ function App() {
   }, []);
   if (snapshot === undefined) return <p id="status">loading</p>;
   if (mode === "stock") return <StockChat sessionId={sessionId} messages={snapshot?.messages ?? []} render={render} />;
+  if (mode === "tools") return <ToolChat sessionId={sessionId} snapshot={snapshot} render={render} />;
   return <KitChat sessionId={sessionId} snapshot={snapshot} render={render} />;
 }
 
