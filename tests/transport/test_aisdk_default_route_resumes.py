@@ -75,7 +75,7 @@ def test_stock_transport_new_chat_send_repeat_and_finished_chat(daphne_server_fa
 @pytest.mark.node
 @pytest.mark.slow
 def test_stock_transport_reload_mid_answer_resumes_exactly_once(daphne_server_factory, users, ai_package):  # noqa: F811
-    server = daphne_server_factory(helix=agent_settings(TEXT=REPLY, PACE_TPS=60))
+    server = daphne_server_factory(helix=agent_settings(TEXT=REPLY, PACE_TPS=15))  # ~4 s: live when node starts
     headers = users["a"][1]
     sid = new_session_id()
     with httpx.Client(headers=headers, timeout=20) as client:
