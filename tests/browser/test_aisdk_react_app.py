@@ -238,3 +238,24 @@ def test_kit_tool_approval_across_a_reload_is_asked_once_and_runs(browser, app_s
     assert rows[1]["tools"] == [["call_delete", "output-available"]]
     assert rows[1]["text"].count("Deleted it.") == 1
     page.context.close()
+
+
+def test_kit_reload_after_an_answered_client_tool_never_runs_it_again(browser, app_site_factory):
+    call = {"name": "pick_color", "arguments": {"prompt": "Pick one"}, "id": "call_pick"}
+    answer = " ".join(f"red{i}" for i in range(120))
+    steps = [{"TEXT": "Let me ask. ", "TOOL_CALLS": [call]}, {"TEXT": answer}]
+    site = app_site_factory(TOOLS=[f"{TOOLBOX}.pick_color"], provider={"STEPS": steps})
+    user, password = make_user()
+    page = sign_in(browser, site, user, password)
+    session_id = f"chat_{uuid.uuid4().hex[:16]}"
+    open_app(page, site, "tools", session_id)
+    send(page, "Pick a color")
+    wait_for_text(page, len("Let me ask. ") + 40)  # the tool was answered; the continuation is being written
+    assert page.evaluate("window.toolCalls") == ["call_pick"]
+    open_app(page, site, "tools", session_id)  # reload mid-continuation: the prefix replays the tool call
+    rows = wait_exact(page, session_id)
+    assert page.evaluate("window.toolCalls") == []  # the replayed call is history, never dispatched
+    assert [r["role"] for r in rows] == ["user", "assistant"]
+    assert rows[1]["tools"] == [["call_pick", "output-available"]]
+    assert rows[1]["text"].count(answer) == 1
+    page.context.close()

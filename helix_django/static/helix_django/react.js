@@ -40,6 +40,45 @@ function untilIdle(chat, timeoutMs) {
   });
 }
 
+/** Whether a tool call of `chat`'s messages still waits for its output (no result, error or denial). */
+function isPending(chat, toolCallId) {
+  for (const message of chat.messages) {
+    const part = message.parts.find((p) => p.toolCallId === toolCallId);
+    if (part) return part.state === "input-available";
+  }
+  return false;
+}
+
+/**
+ * `onToolCall` / `onData` that keep replayed tool calls from running again (002, "Replayed
+ * tools and approvals"): a call inside a `data-helix-replay` begin/end pair is history; one
+ * the replay leaves without output (still awaiting the browser) is dispatched once, after
+ * the replay ends. The app's own callbacks are read from `callbacks.current`.
+ */
+function replayAwareCallbacks(callbacks, getChat) {
+  let replay = null;
+  return {
+    onData: (part) => {
+      if (part.type === "data-helix-replay" && part.data?.phase === "begin") replay = [];
+      if (part.type === "data-helix-replay" && part.data?.phase === "end" && replay) {
+        const held = replay;
+        replay = null;
+        setTimeout(() => {
+          for (const call of held) if (isPending(getChat(), call.toolCall.toolCallId)) callbacks.current.onToolCall?.(call);
+        }, 0);
+      }
+      return callbacks.current.onData?.(part);
+    },
+    onToolCall: (call) => {
+      if (replay) {
+        replay.push(call);
+        return undefined;
+      }
+      return callbacks.current.onToolCall?.(call);
+    },
+  };
+}
+
 /**
  * `useChat` on a chat route, exact through reloads and drops.
  *
@@ -50,7 +89,8 @@ function untilIdle(chat, timeoutMs) {
  * error's text) re-attaches on its own: after a bounded, jittered backoff (or the browser's
  * `online` event, never shorter than `Retry-After`) it re-anchors on the snapshot and
  * resumes with the replay prefix. At most `reattach.maxAttempts` (5) in a row; a resume
- * that streams resets the count.
+ * that streams resets the count. A replayed tool call never reaches `onToolCall` again,
+ * except a client tool still awaiting its output, once, after the replay.
  *
  * @param {object} options  useChat / Chat options, with `transport` from `helixTransport`,
  *   `resync` ({snapshotUrl?}) and `reattach` ({maxAttempts?, baseDelayMs?, maxDelayMs?})
@@ -59,7 +99,12 @@ function untilIdle(chat, timeoutMs) {
  *   `helixError` (the typed body of `error`) and `resyncError` (the last failed re-anchor)
  */
 export function useHelixChat({ id, transport, messages, resume = false, resync, reattach = {}, ...options }) {
-  const instance = useMemo(() => new Chat({ id, messages, transport, ...options }), [id, transport]);
+  const callbacks = useRef(options);
+  callbacks.current = options;
+  const instance = useMemo(
+    () => new Chat({ id, messages, transport, ...options, ...replayAwareCallbacks(callbacks, () => instance) }),
+    [id, transport], // eslint-disable-line react-hooks/exhaustive-deps
+  );
   const chat = useChat({ chat: instance, resume });
   const helix = transport.helix;
   const snapshotUrl = resync?.snapshotUrl ?? helix?.snapshotUrl;
