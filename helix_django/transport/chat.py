@@ -147,6 +147,10 @@ class ChatConsumer:
         """Return an ASGI application instance (Channels' naming)."""
         return cls()
 
+    async def refuse(self, send: Any, exc: BaseException, headers: list[tuple[bytes, bytes]]) -> None:
+        """Send the typed refusal of ``exc`` (a route built on this one may answer some otherwise)."""
+        await send_error(send, exc, headers=headers)
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Serve one request; see the module docstring."""
         if scope["type"] != "http":
@@ -174,7 +178,7 @@ class ChatConsumer:
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
             log_unexpected("chat route", exc)
             headers = [(b"allow", b"GET, POST")] if isinstance(exc, MethodNotAllowedError) else []
-            await send_error(send, exc, headers=headers + (identity.set_cookies if identity else []))
+            await self.refuse(send, exc, headers + (identity.set_cookies if identity else []))
             return
         if disconnected:
             return

@@ -13,6 +13,8 @@ A site's ``asgi.py``::
 
 - HTTP ``<prefix>sessions/<session_id>/chat``: :class:`~helix_django.transport.chat.ChatConsumer`;
 - HTTP ``<prefix>sessions/<session_id>/stream``: :class:`~helix_django.transport.stream.StreamConsumer`;
+- HTTP ``<prefix>chat`` and ``<prefix>chat/<session_id>/stream``: the AI SDK's default
+  send and reconnect shape (:mod:`helix_django.transport.aisdk`), for a stock ``useChat``;
 - WebSocket ``ws/<prefix>sessions/<session_id>/``:
   :class:`~helix_django.transport.websocket.SessionStreamConsumer` through
   ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))``;
@@ -30,6 +32,7 @@ SESSION_ID = "<str:session_id>"
 
 def helix_http_routes(prefix: str = "helix/api/") -> list[Any]:
     """Return the Channels URL routes of the chat and raw stream routes under ``prefix``."""
+    from helix_django.transport.aisdk import AISDKChatConsumer, AISDKStreamConsumer
     from helix_django.transport.chat import ChatConsumer
     from helix_django.transport.stream import StreamConsumer
 
@@ -37,6 +40,8 @@ def helix_http_routes(prefix: str = "helix/api/") -> list[Any]:
     return [
         path(f"{prefix}sessions/{SESSION_ID}/chat", ChatConsumer.as_asgi(), name="helix-chat"),  # type: ignore[arg-type]
         path(f"{prefix}sessions/{SESSION_ID}/stream", StreamConsumer.as_asgi(), name="helix-stream"),  # type: ignore[arg-type]
+        path(f"{prefix}chat", AISDKChatConsumer.as_asgi(), name="helix-aisdk-chat"),  # type: ignore[arg-type]
+        path(f"{prefix}chat/{SESSION_ID}/stream", AISDKStreamConsumer.as_asgi(), name="helix-aisdk-stream"),  # type: ignore[arg-type]
     ]
 
 

@@ -25,3 +25,8 @@ _agents = {**HELIX["AGENTS"]}
 for _name, _agent in (_overrides.pop("AGENTS", None) or {}).items():
     _agents[_name] = {**_agents.get(_name, {}), **_agent}
 HELIX = {**HELIX, **_overrides, "AGENTS": _agents}
+
+# A test's own static folders (HELIX_TEST_STATIC_DIRS="prefix=path;..."), e.g. a bundled React app.
+STATICFILES_DIRS = [
+    tuple(entry.split("=", 1)) for entry in (os.environ.get("HELIX_TEST_STATIC_DIRS") or "").split(";") if entry
+]

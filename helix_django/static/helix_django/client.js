@@ -29,6 +29,8 @@ import {
   responseError,
   sleep,
 } from "./errors.js";
+import { newMessageId, newRequestKey } from "./ids.js";
+import { resumeHeaders, snapshotResumeOptions } from "./resume.js";
 import { readEventStream } from "./sse.js";
 
 export { MessageAccumulator, textOf } from "./accumulator.js";
@@ -38,6 +40,8 @@ export {
   fetchSnapshotWithRetry,
   parseError,
 } from "./errors.js";
+export { newMessageId, newRequestKey } from "./ids.js";
+export { resumeHeaders, snapshotResumeOptions } from "./resume.js";
 export { readEventStream } from "./sse.js";
 export { routesFor } from "./routes.js";
 import { routesFor } from "./routes.js";
@@ -47,47 +51,6 @@ export const RESYNC_TRIGGERS = ["data-stream-resync", "data-attempt-superseded",
 
 /** Typed codes after which the client re-reads the snapshot instead of re-attaching. */
 const REANCHOR_CODES = new Set(["state_not_resumable", "state_request_already_completed", "stream_failed"]);
-
-/** A fresh request key: one per send, reused by its retries (002, "Retried sends"). */
-export function newRequestKey() {
-  return `rk_${crypto.randomUUID().replaceAll("-", "")}`;
-}
-
-/** A fresh UI message id for a user message. */
-export function newMessageId() {
-  return `msg_${crypto.randomUUID().replaceAll("-", "")}`;
-}
-
-/**
- * The resume headers for a target (002, "The canonical client"). X-Helix-Replay-Prefix is
- * sent only with both `replayPrefix` and `existingMessageId`.
- */
-export function resumeHeaders({ resumeFromSequence, existingMessageId, replayPrefix } = {}) {
-  const headers = {};
-  if (resumeFromSequence != null) headers["X-Resume-From-Sequence"] = String(resumeFromSequence);
-  if (existingMessageId) headers["X-Existing-Message-Id"] = existingMessageId;
-  if (replayPrefix && existingMessageId) headers["X-Helix-Replay-Prefix"] = "1";
-  return headers;
-}
-
-/**
- * Seed and resume target for a snapshot (002, snapshotResumeOptions): a live snapshot
- * resumes from its cursor without its in-flight message, which the replay prefix rebuilds.
- */
-export function snapshotResumeOptions(snapshot) {
-  const live = snapshot.status === "active" || snapshot.status === "paused";
-  if (!live) return { resume: false, messages: snapshot.messages };
-  if (!snapshot.resumeMessageId) {
-    return { resume: true, resumeFromSequence: snapshot.streamSequence, messages: snapshot.messages };
-  }
-  return {
-    resume: true,
-    resumeFromSequence: snapshot.streamSequence,
-    existingMessageId: snapshot.resumeMessageId,
-    replayPrefix: true,
-    messages: snapshot.messages.filter((m) => m.id !== snapshot.resumeMessageId),
-  };
-}
 
 /** Identity of a resync trigger part, so a re-delivered trigger re-anchors once. */
 function triggerIdentity(chunk) {

@@ -1,0 +1,338 @@
+// The AI SDK client kit: helpers that wire `DefaultChatTransport` / `useChat` to the chat
+// route (002, "The canonical client"). Plain ES module, no dependency and no build step:
+// server-rendered pages import it from /static/helix_django/aisdk.js; the npm package of
+// this folder (package.json) exports it as "helix-ai-sdk", and its "./react" entry
+// (react.js) adds `useHelixChat` and binds `helixTransport` to `ai`'s DefaultChatTransport.
+//
+//   const transport = helixTransport({ sessionId, target, DefaultChatTransport });
+//   // transport.helix: { state: {cursor, messageId, failure}, stop(), snapshotUrl, routes }
+//
+// What the pieces do:
+//   createCursorFetch        records each SSE frame's `id:` (the stream sequence) as the
+//                            cursor and the live message id; a body that ends without a
+//                            terminal frame fails as a network error (a drop, never "done")
+//   prepareHelixChatRequest  one X-Helix-Request-Key per user message (a retry reuses it),
+//                            the CSRF header of Django's session auth
+//   prepareHelixReconnectRequest  the resume headers: the recorded cursor and message with
+//                            the replay prefix, else the snapshot's target; per-request wins
+//   fetchSnapshot, reanchorChat, stopRun, reattachDelay, waitForReattach, parseHelixChatError
+
+import { fetchSnapshotWithRetry, parseError } from "./errors.js";
+import { newRequestKey } from "./ids.js";
+import { resumeHeaders, snapshotResumeOptions } from "./resume.js";
+import { routesFor } from "./routes.js";
+import { readEventStream } from "./sse.js";
+
+export { HelixRequestError, SnapshotUnavailableError } from "./errors.js";
+export { newMessageId, newRequestKey } from "./ids.js";
+export { resumeHeaders, snapshotResumeOptions } from "./resume.js";
+export { routesFor } from "./routes.js";
+
+/** Chunk types after which a response is complete (anything else ending the body is a drop). */
+const TERMINAL_TYPES = new Set(["finish", "error", "abort"]);
+
+/**
+ * What a kit transport recorded about its chat's responses.
+ * @typedef {{
+ *   cursor: number | null,
+ *   messageId: string | null,
+ *   failure: null | {kind: "network"} | {kind: "refused", status: number, retryAfterSeconds?: number},
+ * }} HelixStreamState
+ *   cursor: the last stream sequence received; messageId: the message the open answer
+ *   writes (null once a response ended with its terminal frame); failure: how the last
+ *   response failed (a dropped connection or body, or a non-2xx answer), null when it did not.
+ */
+
+/** @returns {HelixStreamState} */
+export function newStreamState() {
+  return { cursor: null, messageId: null, failure: null };
+}
+
+/**
+ * Read Django's CSRF cookie (`csrftoken`, or `cookieName`) into the `X-CSRFToken` header.
+ * @returns {Record<string, string>} `{}` outside a browser or without the cookie
+ */
+export function csrfHeaders(cookieName = "csrftoken") {
+  if (typeof document === "undefined" || !document.cookie) return {};
+  const match = document.cookie.match(new RegExp(`(?:^|; )${cookieName}=([^;]*)`));
+  return match ? { "X-CSRFToken": decodeURIComponent(match[1]) } : {};
+}
+
+const valueOf = (option) => (typeof option === "function" ? option() : option);
+
+const parseChunk = (data) => {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return null;
+  }
+};
+
+/**
+ * A fetch for DefaultChatTransport that passes every byte through and records, in `state`,
+ * each frame's `id:` as the cursor and the `start` chunk's message id.
+ *
+ * The body is pulled on demand, so an id is recorded when the AI SDK reads its bytes. A
+ * body that ends without `finish` / `error` / `abort` / `[DONE]` is failed with a
+ * TypeError ("network error ..."), which the AI SDK treats as a disconnect.
+ * @param {{state?: HelixStreamState, fetch?: typeof fetch}} [options]
+ * @returns {typeof fetch}
+ */
+export function createCursorFetch({ state = newStreamState(), fetch: baseFetch } = {}) {
+  const doFetch = baseFetch || globalThis.fetch.bind(globalThis);
+  return async (input, init) => {
+    let response;
+    try {
+      response = await doFetch(input, init);
+    } catch (error) {
+      if (error?.name !== "AbortError") state.failure = { kind: "network" };
+      throw error;
+    }
+    if (!response.ok) {
+      const retryAfter = Number(response.headers.get("retry-after"));
+      state.failure = { kind: "refused", status: response.status, ...(retryAfter > 0 && { retryAfterSeconds: retryAfter }) };
+      return response;
+    }
+    state.failure = null;
+    const type = response.headers.get("content-type") || "";
+    if (!response.body || !type.includes("text/event-stream")) return response;
+    return new Response(recordFrames(response.body, state), {
+      status: response.status,
+      statusText: response.statusText,
+      headers: response.headers,
+    });
+  };
+}
+
+function recordFrames(source, state) {
+  const frames = new TransformStream();
+  const writer = frames.writable.getWriter();
+  let terminal = false;
+  const parsed = (async () => {
+    for await (const frame of readEventStream(frames.readable)) {
+      const sequence = Number(frame.id);
+      if (frame.id !== null && Number.isInteger(sequence) && sequence > (state.cursor ?? -1)) state.cursor = sequence;
+      if (frame.data === "[DONE]") {
+        terminal = true;
+        continue;
+      }
+      const chunk = parseChunk(frame.data);
+      if (chunk?.type === "start" && chunk.messageId) state.messageId = chunk.messageId;
+      if (TERMINAL_TYPES.has(chunk?.type)) terminal = true;
+    }
+  })();
+  parsed.catch(() => {});
+  const reader = source.getReader();
+  return new ReadableStream(
+    {
+      async pull(controller) {
+        let result;
+        try {
+          result = await reader.read();
+        } catch (error) {
+          state.failure = { kind: "network" };
+          await writer.abort(error).catch(() => {});
+          controller.error(error);
+          return;
+        }
+        if (result.done) {
+          await writer.close().catch(() => {});
+          await parsed.catch(() => {});
+          if (terminal) {
+            state.messageId = null;
+            controller.close();
+          } else {
+            state.failure = { kind: "network" };
+            controller.error(new TypeError("network error: the stream ended without its terminal frame"));
+          }
+          return;
+        }
+        await writer.write(result.value);
+        controller.enqueue(result.value);
+      },
+      cancel(reason) {
+        writer.abort(reason).catch(() => {});
+        return reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
+
+/**
+ * `prepareSendMessagesRequest` for the chat route: the body DefaultChatTransport sends,
+ * the CSRF header and one request key per user message (a retry of the same message,
+ * `chat.regenerate()` with it last, reuses its key; regenerating an answer mints a new one).
+ * @param {{api: string, headers?: Record<string, string> | (() => Record<string, string>)}} options
+ */
+export function prepareHelixChatRequest({ api, headers: extra } = {}) {
+  const keys = new Map();
+  return ({ id, messages, trigger, messageId, headers, body }) => {
+    const last = messages[messages.length - 1];
+    let key = last?.role === "user" ? keys.get(last.id) : undefined;
+    if (!key) {
+      key = newRequestKey();
+      if (last?.role === "user") keys.set(last.id, key);
+    }
+    return {
+      api,
+      headers: { ...csrfHeaders(), ...valueOf(extra), ...headers, "X-Helix-Request-Key": key },
+      body: { ...body, id, messages, trigger, messageId },
+    };
+  };
+}
+
+/**
+ * `prepareReconnectToStreamRequest` for the chat route. While `state` holds an open
+ * answer's message id (after a drop), the resume asks for that message with the replay
+ * prefix from the recorded cursor; otherwise for the configured target (values or getters:
+ * `resumeFromSequence`, `existingMessageId`, `replayPrefix`, as snapshotResumeOptions gives
+ * them). Headers passed to `chat.resumeStream({ headers })` win over both.
+ * `headers` (a value or a getter) are sent with every resume.
+ * @param {{api: string, state?: HelixStreamState, headers?: any, resumeFromSequence?: any, existingMessageId?: any, replayPrefix?: any}} options
+ */
+export function prepareHelixReconnectRequest({
+  api,
+  state,
+  headers: extra,
+  resumeFromSequence,
+  existingMessageId,
+  replayPrefix,
+} = {}) {
+  return ({ headers }) => {
+    const target = state?.messageId
+      ? { resumeFromSequence: state.cursor, existingMessageId: state.messageId, replayPrefix: true }
+      : {
+          resumeFromSequence: valueOf(resumeFromSequence),
+          existingMessageId: valueOf(existingMessageId),
+          replayPrefix: valueOf(replayPrefix),
+        };
+    return { api, headers: { ...valueOf(extra), ...resumeHeaders(target), ...headers } };
+  };
+}
+
+/**
+ * Fetch a snapshot with the retries of 002 (a 5xx, a 429 or a network failure: 4 tries,
+ * 250 / 500 / 1000 ms apart). Resolves to the snapshot or null (404: no such chat yet).
+ * @throws {SnapshotUnavailableError} after the retries, or at once for another 4xx
+ */
+export function fetchSnapshot(url, options = {}) {
+  return fetchSnapshotWithRetry(url, options);
+}
+
+/** The typed body `{error, code, retryable, cause?}` of a chat error (`chat.error`), or undefined. */
+export function parseHelixChatError(error) {
+  return parseError(error);
+}
+
+/**
+ * The wait before re-attach attempt `attempt` (1-based), in ms: exponential from
+ * `baseDelayMs`, capped at `maxDelayMs`, with jitter (50-100 % of it), and never shorter
+ * than a server's `Retry-After`.
+ */
+export function reattachDelay(
+  attempt,
+  { baseDelayMs = 400, maxDelayMs = 8000, retryAfterSeconds = 0, random = Math.random } = {},
+) {
+  const ceiling = Math.min(maxDelayMs, baseDelayMs * 2 ** Math.max(0, attempt - 1));
+  return Math.max(ceiling * (0.5 + random() / 2), retryAfterSeconds * 1000);
+}
+
+/**
+ * Resolve after `ms`, or as soon as the browser fires `online` (`events`: any
+ * EventTarget, `window` by default); reject with an AbortError when `signal` aborts.
+ */
+export function waitForReattach(ms, { signal, events = globalThis } = {}) {
+  return new Promise((resolve, reject) => {
+    const done = () => {
+      clearTimeout(timer);
+      events?.removeEventListener?.("online", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    events?.addEventListener?.("online", done, { once: true });
+    signal?.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(timer);
+        events?.removeEventListener?.("online", done);
+        reject(signal.reason ?? new DOMException("Aborted", "AbortError"));
+      },
+      { once: true },
+    );
+  });
+}
+
+/**
+ * Whether the last failure `state` recorded is one a re-attach can mend: a dropped
+ * connection or body, or a retryable server answer (5xx, 429). A refusal (4xx) is not.
+ */
+export function isReattachable(state) {
+  const failure = state?.failure;
+  if (!failure) return false;
+  return failure.kind === "network" || failure.status >= 500 || failure.status === 429;
+}
+
+/**
+ * Re-anchor a chat on the latest snapshot: seed it (without the in-flight message while
+ * live) and resume with the replay prefix, which rebuilds that message whole, or seed the
+ * ended conversation whole and clear the error. `chat` needs `setMessages`, `resumeStream`
+ * and `clearError` (a useChat result). Resolves to the snapshot (null: no such chat).
+ * @throws {SnapshotUnavailableError} when the snapshot cannot be read
+ */
+export async function reanchorChat(chat, { snapshotUrl, fetch, signal, state } = {}) {
+  const snapshot = await fetchSnapshot(snapshotUrl, { fetch, signal });
+  if (!snapshot) return null;
+  const target = snapshotResumeOptions(snapshot);
+  if (state) state.messageId = null;
+  chat.setMessages(target.messages);
+  if (target.resume) await chat.resumeStream({ headers: resumeHeaders(target) });
+  else chat.clearError?.();
+  return snapshot;
+}
+
+/**
+ * Stop = cancel the chat's current run on the server (`POST .../runs/<id>/cancel`, with
+ * the CSRF header). Closing the connection alone never stops a run. Resolves to the
+ * cancelled run's id, or null when the chat has no run.
+ */
+export async function stopRun({ baseUrl = "/helix/api", sessionId, fetch: baseFetch, headers } = {}) {
+  const doFetch = baseFetch || globalThis.fetch.bind(globalThis);
+  const routes = routesFor(baseUrl);
+  const snapshot = await fetchSnapshot(routes.snapshot(sessionId), { fetch: doFetch, headers });
+  if (!snapshot?.runId) return null;
+  await doFetch(routes.cancel(sessionId, snapshot.runId), {
+    method: "POST",
+    headers: { "Content-Type": "application/json", ...csrfHeaders(), ...headers },
+    credentials: "same-origin",
+    body: "{}",
+  });
+  return snapshot.runId;
+}
+
+/**
+ * A DefaultChatTransport wired to the chat route of `sessionId` under `baseUrl`: cursor
+ * fetch, keyed sends with CSRF, resume headers from the recorded cursor or `target` (a
+ * snapshotResumeOptions result). `DefaultChatTransport` is `ai`'s class (the "./react"
+ * entry passes it). The result carries `helix`: `{sessionId, state, routes, snapshotUrl, stop()}`.
+ */
+export function helixTransport({ sessionId, baseUrl = "/helix/api", target = {}, headers, fetch, DefaultChatTransport }) {
+  const routes = routesFor(baseUrl);
+  const api = routes.chat(sessionId);
+  const state = newStreamState();
+  const transport = new DefaultChatTransport({
+    api,
+    credentials: "same-origin",
+    fetch: createCursorFetch({ state, fetch }),
+    prepareSendMessagesRequest: prepareHelixChatRequest({ api, headers }),
+    prepareReconnectToStreamRequest: prepareHelixReconnectRequest({ api, state, headers, ...target }),
+  });
+  transport.helix = {
+    sessionId,
+    state,
+    routes,
+    snapshotUrl: routes.snapshot(sessionId),
+    stop: () => stopRun({ baseUrl, sessionId, fetch, headers: valueOf(headers) }),
+  };
+  return transport;
+}

@@ -1,0 +1,153 @@
+// The React entry of the AI SDK kit ("helix-ai-sdk/react"): everything of aisdk.js, plus
+// `helixTransport` bound to `ai`'s DefaultChatTransport and the `useHelixChat` hook.
+// Needs a bundler (it imports `react`, `ai` and `@ai-sdk/react`); works with ai@6 +
+// @ai-sdk/react 3.x and ai@7 + @ai-sdk/react 4.x.
+//
+//   const transport = useMemo(() => helixTransport({ sessionId, target }), [sessionId, target]);
+//   const chat = useHelixChat({ id: sessionId, transport, messages: target.messages,
+//                               resume: target.resume, resync: { snapshot } });
+
+import { Chat, useChat } from "@ai-sdk/react";
+import { DefaultChatTransport } from "ai";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import {
+  helixTransport as coreHelixTransport,
+  isReattachable,
+  parseHelixChatError,
+  reanchorChat,
+  reattachDelay,
+  waitForReattach,
+} from "./aisdk.js";
+
+export * from "./aisdk.js";
+
+/** `helixTransport` of aisdk.js with `ai`'s DefaultChatTransport. */
+export function helixTransport(options) {
+  return coreHelixTransport({ DefaultChatTransport, ...options });
+}
+
+const BUSY = new Set(["submitted", "streaming"]);
+
+function untilIdle(chat, timeoutMs) {
+  return new Promise((resolve) => {
+    const started = Date.now();
+    const check = () => {
+      if (!BUSY.has(chat.status)) resolve(true);
+      else if (Date.now() - started > timeoutMs) resolve(false);
+      else setTimeout(check, 50);
+    };
+    check();
+  });
+}
+
+/** Whether a tool call of `chat`'s messages still waits for its output (no result, error or denial). */
+function isPending(chat, toolCallId) {
+  for (const message of chat.messages) {
+    const part = message.parts.find((p) => p.toolCallId === toolCallId);
+    if (part) return part.state === "input-available";
+  }
+  return false;
+}
+
+/**
+ * `onToolCall` / `onData` that keep replayed tool calls from running again (002, "Replayed
+ * tools and approvals"): a call inside a `data-helix-replay` begin/end pair is history; one
+ * the replay leaves without output (still awaiting the browser) is dispatched once, after
+ * the replay ends. The app's own callbacks are read from `callbacks.current`.
+ */
+function replayAwareCallbacks(callbacks, getChat) {
+  let replay = null;
+  return {
+    onData: (part) => {
+      if (part.type === "data-helix-replay" && part.data?.phase === "begin") replay = [];
+      if (part.type === "data-helix-replay" && part.data?.phase === "end" && replay) {
+        const held = replay;
+        replay = null;
+        setTimeout(() => {
+          for (const call of held) if (isPending(getChat(), call.toolCall.toolCallId)) callbacks.current.onToolCall?.(call);
+        }, 0);
+      }
+      return callbacks.current.onData?.(part);
+    },
+    onToolCall: (call) => {
+      if (replay) {
+        replay.push(call);
+        return undefined;
+      }
+      return callbacks.current.onToolCall?.(call);
+    },
+  };
+}
+
+/**
+ * `useChat` on a chat route, exact through reloads and drops.
+ *
+ * It builds the `Chat` itself and hands it to `useChat({ chat })`: `@ai-sdk/react` 3.x
+ * wraps a transport given to `useChat` and drops its `resumeStreamIsReplay`, so a replayed
+ * `start` would not reset a half-built message (the answer doubled after a drop). With
+ * `resync`, a response that failed as a drop (what the kit's transport recorded, never the
+ * error's text) re-attaches on its own: after a bounded, jittered backoff (or the browser's
+ * `online` event, never shorter than `Retry-After`) it re-anchors on the snapshot and
+ * resumes with the replay prefix. At most `reattach.maxAttempts` (5) in a row; a resume
+ * that streams resets the count. A replayed tool call never reaches `onToolCall` again,
+ * except a client tool still awaiting its output, once, after the replay.
+ *
+ * @param {object} options  useChat / Chat options, with `transport` from `helixTransport`,
+ *   `resync` ({snapshotUrl?}) and `reattach` ({maxAttempts?, baseDelayMs?, maxDelayMs?})
+ * @returns useChat's result with `stop()` (cancels the run on the server, then shows the
+ *   snapshot), `retry()` (re-sends the failed message under its request key),
+ *   `helixError` (the typed body of `error`) and `resyncError` (the last failed re-anchor)
+ */
+export function useHelixChat({ id, transport, messages, resume = false, resync, reattach = {}, ...options }) {
+  const callbacks = useRef(options);
+  callbacks.current = options;
+  const instance = useMemo(
+    () => new Chat({ id, messages, transport, ...options, ...replayAwareCallbacks(callbacks, () => instance) }),
+    [id, transport], // eslint-disable-line react-hooks/exhaustive-deps
+  );
+  const chat = useChat({ chat: instance, resume });
+  const helix = transport.helix;
+  const snapshotUrl = resync?.snapshotUrl ?? helix?.snapshotUrl;
+  const maxAttempts = reattach.maxAttempts ?? 5;
+  const [resyncError, setResyncError] = useState(null);
+  const streak = useRef(0);
+  const latest = useRef(chat);
+  latest.current = chat;
+
+  useEffect(() => {
+    if (chat.status === "streaming" || chat.status === "ready") streak.current = 0;
+  }, [chat.status]);
+
+  useEffect(() => {
+    if (!resync || chat.status !== "error" || !isReattachable(helix?.state)) return undefined;
+    const controller = new AbortController();
+    (async () => {
+      while (streak.current < maxAttempts) {
+        streak.current += 1;
+        const retryAfterSeconds = helix.state.failure?.retryAfterSeconds ?? 0;
+        try {
+          const delay = reattachDelay(streak.current, { ...reattach, retryAfterSeconds });
+          await waitForReattach(delay, { signal: controller.signal });
+          await reanchorChat(latest.current, { snapshotUrl, signal: controller.signal, state: helix.state });
+          setResyncError(null);
+          return;
+        } catch (error) {
+          if (controller.signal.aborted) return;
+          setResyncError(error);
+        }
+      }
+    })();
+    return () => controller.abort();
+  }, [chat.status, chat.error]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  const stop = useCallback(async () => {
+    await helix.stop();
+    // The server ends the stream once the cancel landed; closing it ourselves is the fallback.
+    if (!(await untilIdle(instance, 5000))) await instance.stop();
+    if (resync) await reanchorChat(latest.current, { snapshotUrl, state: helix.state }).catch(setResyncError);
+  }, [instance, helix, resync, snapshotUrl]);
+
+  const retry = useCallback(() => latest.current.regenerate(), []);
+
+  return { ...chat, stop, retry, resyncError, helixError: parseHelixChatError(chat.error) };
+}
