@@ -9,11 +9,10 @@ again). Figures (printed): runs, kills, committed chunks lost, chunks doubled at
 clients, side effects re-run, runs left non-terminal, runs whose client saw no terminal
 frame.
 
-Asserted: no chunk doubled at a client, no side effect re-run, no run left non-terminal.
-Not yet asserted: the chunks lost and the missing terminal frames, all of them so far the
-``run_interrupted`` error chunk the relaunch scan stores after a worker died, which a
-reader ends before (a bare ``[DONE]``): the ending readers get is issue 17's (truthful
-endings); assert both as 0 once it has landed.
+Asserted: no chunk doubled at a client, no side effect re-run, no run left non-terminal,
+no committed chunk lost, and every client ends at a truthful terminal: ``[DONE]`` for a
+finished run, the typed ``error`` chunk (or a resume's typed 409 ``stream_failed``) for an
+interrupted one (docs/transport.md, "Endings").
 """
 
 from __future__ import annotations
@@ -77,18 +76,31 @@ def cluster(daphne_server_factory, scale_env):
         worker.stop()
 
 
+TERMINAL_STATES = ("done", "error")
+
+
 def read(client: httpx.Client, method: str, url: str, got: list, stop_after: int | None = None, **kwargs) -> str:
-    """Read a chat response into ``got``; return ``done``, ``drop`` (ended or cut without [DONE]) or ``refused``."""
+    """Read a chat response into ``got``; return a terminal state (``done``: [DONE]; ``error``: the run's
+    typed error, in band or as a resume's 409 ``stream_failed``), ``drop`` (cut, or a retryable drop
+    error) or ``refused``."""
     try:
         with client.stream(method, url, **kwargs) as response:
             if response.status_code != 200:
-                return "refused"
+                response.read()
+                is_failed = response.status_code == 409 and response.json().get("error") == "stream_failed"
+                return "error" if is_failed else "refused"
             count = 0
             for sse in EventSource(response).iter_sse():
                 if sse.data == "[DONE]":
                     return "done"
+                chunk = json.loads(sse.data) if sse.data else None
+                if chunk and chunk.get("type") == "error":
+                    if sse.id:
+                        got.append((int(sse.id), chunk))
+                    code = json.loads(chunk.get("errorText") or "{}").get("code")
+                    return "drop" if code == "transport_stream_drop" else "error"
                 if sse.id and sse.data:
-                    got.append((int(sse.id), json.loads(sse.data)))
+                    got.append((int(sse.id), chunk))
                     count += 1
                     if stop_after is not None and count >= stop_after:
                         return "drop"
@@ -106,12 +118,12 @@ def one_client(client, webs, sid, rng, got, outcome) -> None:
     state = read(client, "POST", webs[send_on].url(path), got, stop_after=rng.randint(2, 12), json=body)
     deadline = time.monotonic() + 90
     target = resume_on
-    while state != "done" and time.monotonic() < deadline:
+    while state not in TERMINAL_STATES and time.monotonic() < deadline:
         server = webs[target]
         if server.is_running:
             cursor = max((s for s, _c in got), default=0)
             state = read(client, "GET", server.url(path), got, headers={"X-Resume-From-Sequence": str(cursor)})
-        if state != "done":
+        if state not in TERMINAL_STATES:
             time.sleep(0.3)
             target = (target + 1) % len(webs)
     outcome["state"] = state
@@ -143,7 +155,7 @@ def test_sigkills_of_web_processes_and_workers_double_no_chunk_rerun_no_side_eff
                 figures["worker kills"] += 1
             reader.join(120)
             figures["runs"] += 1
-            figures["runs without a terminal frame"] += outcome.get("state") != "done"
+            figures["runs without a terminal frame"] += outcome.get("state") not in TERMINAL_STATES
             if victim is not None:
                 victim.start()
             else:
@@ -165,6 +177,8 @@ def test_sigkills_of_web_processes_and_workers_double_no_chunk_rerun_no_side_eff
     assert figures["chunks doubled at clients"] == 0, figures
     assert figures["side effects re-run"] == 0, figures
     assert figures["runs left non-terminal"] == 0, figures
+    assert figures["committed chunks lost"] == 0, (figures, lost)
+    assert figures["runs without a terminal frame"] == 0, figures
     assert figures["web kills"] and figures["worker kills"], figures
 
 
