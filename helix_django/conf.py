@@ -63,6 +63,13 @@ DEFAULTS: dict[str, Any] = {
     "ALLOW_ANONYMOUS": False,
     # Channel layer alias used for cross-process stream wake-ups.
     "CHANNEL_LAYER": "default",
+    # DRF classes of every helix route (import strings); None: the host's REST_FRAMEWORK
+    # defaults (helix_django.api.policy).
+    "AUTHENTICATION_CLASSES": None,
+    "PERMISSION_CLASSES": None,
+    "THROTTLE_CLASSES": None,
+    # Rates of helix's throttle scopes under the host's DEFAULT_THROTTLE_RATES (None: unlimited).
+    "THROTTLE_RATES": {"helix": None, "helix_chat": None},
 }
 
 #: Settings whose value is an import string (or a dict holding "BACKEND" import strings).

@@ -1,8 +1,10 @@
 """DRF endpoints: sessions, snapshot, runs, cancel, tool results (issue 4; 002, "Wire errors").
 
-Every view derives from :class:`HelixAPIView`: DRF Session and Token authentication,
-CSRF on unsafe methods (anonymous cookie owners included), the host's throttles under
-the scope ``helix``, and :func:`helix_django.api.errors.helix_exception_handler`. A
+Every view derives from :class:`HelixAPIView`: the authentication, permission and
+throttle classes of :mod:`helix_django.api.policy` (the host's DRF defaults unless HELIX
+names others; throttle scope ``helix``), no versioning (helix's URLs are the same under
+any host versioning scheme), CSRF on unsafe methods (anonymous cookie owners included),
+and :func:`helix_django.api.errors.helix_exception_handler`. A
 session the caller does not own is 404 ``state_session_not_found`` everywhere.
 """
 
@@ -16,16 +18,14 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers, status
 from rest_framework.parsers import JSONParser
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from helix_django.api import policy
 from helix_django.api.errors import helix_exception_handler
 from helix_django.api.ownership import (
     Owner,
-    authenticators,
     enforce_anonymous_csrf,
     get_owned_session,
     owned_sessions,
@@ -102,21 +102,25 @@ class HelixJSONParser(JSONParser):
 class HelixAPIView(APIView):
     """Base of every helix endpoint (see the module docstring)."""
 
-    permission_classes = [AllowAny]
-    throttle_scope = "helix"
+    throttle_scope = policy.API_SCOPE
+    versioning_class = None
     schema = AutoSchema()
 
     def get_authenticators(self) -> list[Any]:
-        """Return session auth, plus token auth where ``rest_framework.authtoken`` is installed."""
-        return authenticators()
+        """Return the authenticators of :func:`helix_django.api.policy.authenticators`."""
+        return policy.authenticators()
+
+    def get_permissions(self) -> list[Any]:
+        """Return the permissions of :func:`helix_django.api.policy.permissions`."""
+        return policy.permissions()
 
     def get_parsers(self) -> list[Any]:
         """Return the host's parsers, DRF's JSON parser replaced by :class:`HelixJSONParser`."""
         return [HelixJSONParser() if type(parser) is JSONParser else parser for parser in super().get_parsers()]
 
     def get_throttles(self) -> list[Any]:
-        """Return the host's throttles (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``), read per request."""
-        return [throttle() for throttle in api_settings.DEFAULT_THROTTLE_CLASSES]
+        """Return the throttles of :func:`helix_django.api.policy.throttles` (helix's scopes always rated)."""
+        return policy.throttles()
 
     def get_exception_handler(self) -> Any:
         """Return the helix exception handler (the host's REST_FRAMEWORK is left alone)."""
