@@ -114,8 +114,32 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
     return Identity(owner=owner, user=user if user.is_authenticated else None, set_cookies=cookies)
 
 
+def websocket_user(scope: dict[str, Any]) -> Any:
+    """Return the user helix's authenticators find on a WebSocket handshake (in the ORM's thread).
+
+    The handshake is authenticated like a ``GET`` on the chat route: ``Authorization`` headers
+    (Token, JWT, Basic, ...) and the session user ``AuthMiddlewareStack`` put in
+    ``scope["user"]``. Returns ``scope["user"]`` unchanged when no authenticator accepts the
+    handshake; raises DisallowedHost for a ``Host`` that ``ALLOWED_HOSTS`` refuses.
+    """
+    from helix_django.transport.host import build_request
+
+    request = build_request({**scope, "type": "http", "method": "GET"}, b"")
+    request.get_host()
+    anonymous = scope.get("user")
+    if anonymous is not None:
+        request.user = anonymous
+    if "session" in scope:
+        request.session = scope["session"]
+    try:
+        user = Request(request, authenticators=policy.authenticators()).user
+    except exceptions.APIException:
+        return anonymous
+    return user if user.is_authenticated else anonymous
+
+
 def _cookie_headers(cookies: SimpleCookie) -> list[tuple[bytes, bytes]]:
     return [(b"set-cookie", morsel.OutputString().encode("latin-1")) for morsel in cookies.values()]
 
 
-__all__ = ["Identity", "NotAuthenticatedError", "authenticate"]
+__all__ = ["Identity", "NotAuthenticatedError", "authenticate", "websocket_user"]

@@ -15,8 +15,13 @@ A site's ``asgi.py``::
 - HTTP ``<prefix>sessions/<session_id>/stream``: :class:`~helix_django.transport.stream.StreamConsumer`;
 - WebSocket ``ws/<prefix>sessions/<session_id>/``:
   :class:`~helix_django.transport.websocket.SessionStreamConsumer` through
-  ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))``;
+  ``AllowedHostsOriginValidator(AuthMiddlewareStack(HostPolicyMiddleware(...)))``: the
+  ``Origin`` and the ``Host`` are checked against ``ALLOWED_HOSTS`` (a refused handshake
+  is a 403), and the handshake is authenticated with helix's DRF authenticators;
 - every other HTTP path: the Django app.
+
+The chat and stream consumers run the host's middleware themselves
+(:mod:`helix_django.transport.host`); Django's middleware never applies to WebSockets.
 """
 
 from __future__ import annotations
@@ -47,6 +52,32 @@ def helix_websocket_routes(prefix: str = "helix/api/") -> list[Any]:
     return [path(f"ws/{prefix}sessions/{SESSION_ID}/", SessionStreamConsumer.as_asgi(), name="helix-ws")]
 
 
+class HostPolicyMiddleware:
+    """ASGI middleware of the WebSocket: refuse a disallowed ``Host``, authenticate the handshake.
+
+    ``scope["user"]`` becomes the user helix's DRF authenticators accept
+    (:func:`helix_django.transport.auth.websocket_user`), so token and JWT clients get the
+    same identity on the socket as on the chat route.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        """Deny the handshake (403) for a disallowed host; else call the inner app with the user set."""
+        from asgiref.sync import sync_to_async
+        from channels.security.websocket import WebsocketDenier
+        from django.core.exceptions import DisallowedHost
+
+        from helix_django.transport.auth import websocket_user
+
+        try:
+            user = await sync_to_async(websocket_user)(scope)
+        except DisallowedHost:
+            return await WebsocketDenier()(scope, receive, send)
+        return await self.inner({**scope, "user": user}, receive, send)
+
+
 def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") -> Any:
     """Return a ``ProtocolTypeRouter``: helix HTTP routes + Django over HTTP, the helix WebSocket.
 
@@ -63,7 +94,9 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     return ProtocolTypeRouter(
         {
             "http": URLRouter([*helix_http_routes(prefix), re_path(r"^", django_app)]),
-            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(helix_websocket_routes(prefix)))),
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(HostPolicyMiddleware(URLRouter(helix_websocket_routes(prefix))))
+            ),
         }
     )
 

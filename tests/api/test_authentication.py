@@ -13,7 +13,11 @@ pytestmark = pytest.mark.django_db
 
 
 def test_token_auth_only_with_authtoken_installed():
-    assert [type(a).__name__ for a in authenticators()] == ["SessionAuthentication", "BasicAuthentication", "TokenAuthentication"]
+    assert [type(a).__name__ for a in authenticators()] == [
+        "SessionAuthentication",
+        "BasicAuthentication",
+        "TokenAuthentication",
+    ]
     with modify_settings(INSTALLED_APPS={"remove": "rest_framework.authtoken"}):
         assert [type(a).__name__ for a in authenticators()] == ["SessionAuthentication", "BasicAuthentication"]
 
