@@ -15,9 +15,10 @@ A site's ``asgi.py``::
 - HTTP ``<prefix>sessions/<session_id>/stream``: :class:`~helix_django.transport.stream.StreamConsumer`;
 - WebSocket ``ws/<prefix>sessions/<session_id>/``:
   :class:`~helix_django.transport.websocket.SessionStreamConsumer` through
-  ``AllowedHostsOriginValidator(AuthMiddlewareStack(HostPolicyMiddleware(...)))``: the
-  ``Origin`` and the ``Host`` are checked against ``ALLOWED_HOSTS`` (a refused handshake
-  is a 403), and the handshake is authenticated with helix's DRF authenticators;
+  ``OriginValidator(AuthMiddlewareStack(HostPolicyMiddleware(...)))``: the ``Origin`` must
+  be one of ``ALLOWED_HOSTS`` or of django-cors-headers' ``CORS_ALLOWED_ORIGINS`` (the
+  origins the host lets call its API), the ``Host`` one of ``ALLOWED_HOSTS`` (a refused
+  handshake is a 403), and the handshake is authenticated with helix's DRF authenticators;
 - every other HTTP path: the Django app.
 
 The chat and stream consumers run the host's middleware themselves
@@ -50,6 +51,20 @@ def helix_websocket_routes(prefix: str = "helix/api/") -> list[Any]:
     from helix_django.transport.websocket import SessionStreamConsumer
 
     return [path(f"ws/{prefix}sessions/{SESSION_ID}/", SessionStreamConsumer.as_asgi(), name="helix-ws")]
+
+
+def websocket_origins() -> list[str]:
+    """Return the origins allowed to open the WebSocket: ``ALLOWED_HOSTS`` + ``CORS_ALLOWED_ORIGINS``.
+
+    Like Channels' ``AllowedHostsOriginValidator`` (``DEBUG`` with no hosts allows localhost),
+    plus the cross-origin apps the host already trusts with its HTTP API.
+    """
+    from django.conf import settings
+
+    hosts = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not hosts:
+        hosts = ["localhost", "127.0.0.1", "[::1]"]
+    return [*hosts, *getattr(settings, "CORS_ALLOWED_ORIGINS", ())]
 
 
 class HostPolicyMiddleware:
@@ -85,7 +100,7 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     """
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
-    from channels.security.websocket import AllowedHostsOriginValidator
+    from channels.security.websocket import OriginValidator
 
     if django_app is None:
         from django.core.asgi import get_asgi_application as django_asgi_application
@@ -94,8 +109,9 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     return ProtocolTypeRouter(
         {
             "http": URLRouter([*helix_http_routes(prefix), re_path(r"^", django_app)]),
-            "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(HostPolicyMiddleware(URLRouter(helix_websocket_routes(prefix))))
+            "websocket": OriginValidator(
+                AuthMiddlewareStack(HostPolicyMiddleware(URLRouter(helix_websocket_routes(prefix)))),
+                websocket_origins(),
             ),
         }
     )
