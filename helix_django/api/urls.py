@@ -44,9 +44,16 @@ class HelixSchemaView(SpectacularAPIView):
 
     custom_settings = {
         "TITLE": "helix_django",
-        "DESCRIPTION": "Durable, resumable AI chat generations: sessions, snapshots, runs, recovery actions.",
+        "DESCRIPTION": (
+            "Durable, resumable AI chat generations: sessions, snapshots, runs, recovery actions, the chat route "
+            "and the raw stream route (SSE). The same stream is offered over a WebSocket at "
+            "`ws/<prefix>sessions/{session_id}/` (JSON frames `{type: 'chunk', sequence, chunk}`; send "
+            "`{type: 'resume', from_sequence}`), which OpenAPI cannot describe."
+        ),
         "VERSION": __version__,
     }
+
+    versioning_class = None  # helix's URLs are the same under any host versioning scheme
 
     def _get_schema_response(self, request: Any) -> Any:
         prefix = request.path[: -len("schema/")].lstrip("/")

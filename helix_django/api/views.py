@@ -14,9 +14,8 @@ import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import exceptions, serializers, status
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions, status
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -31,10 +30,12 @@ from helix_django.api.ownership import (
     owned_sessions,
     owner_for,
 )
+from helix_django.api.schema import HelixAutoSchema
 from helix_django.api.serializers import (
     RunSerializer,
     SessionCreateSerializer,
     SessionSerializer,
+    SnapshotSerializer,
     ToolResultsSerializer,
 )
 from helix_django.errors import (
@@ -50,16 +51,8 @@ from helix_django.models import ChatSession, Run
 from helix_django.snapshot import abuild_snapshot
 from helix_django.store import delete_session, get_or_create_session
 
-ERROR_BODY = inline_serializer(
-    "HelixErrorBody",
-    fields={
-        "error": serializers.CharField(),
-        "code": serializers.CharField(),
-        "retryable": serializers.BooleanField(required=False),
-        "cause": serializers.CharField(required=False),
-    },
-)
-ERRORS = {code: OpenApiResponse(ERROR_BODY) for code in (400, 401, 403, 404, 409, 429, 503)}
+#: Success responses only: :class:`~helix_django.api.schema.HelixAutoSchema` adds each operation's typed errors.
+ERRORS: dict[int, Any] = {}
 
 
 class SnapshotUnavailableError(TransportError):
@@ -104,7 +97,11 @@ class HelixAPIView(APIView):
 
     throttle_scope = policy.API_SCOPE
     versioning_class = None
-    schema = AutoSchema()
+    schema = HelixAutoSchema()
+    operation_ids: dict[str, str] = {}
+    """OpenAPI operation id by method (``{action}`` is the view's ``action``)."""
+    error_statuses: dict[str, tuple[int, ...]] = {}
+    """Refusal statuses by method beyond :data:`~helix_django.api.schema.COMMON_ERRORS` (default by method)."""
 
     def get_authenticators(self) -> list[Any]:
         """Return the authenticators of :func:`helix_django.api.policy.authenticators`."""
@@ -150,6 +147,8 @@ class HelixAPIView(APIView):
 class SessionListView(HelixAPIView):
     """``GET sessions/``: the caller's sessions (newest first, at most 100); ``POST``: create one."""
 
+    operation_ids = {"GET": "listSessions", "POST": "createSession"}
+
     def get(self, request: Request) -> Response:
         sessions = owned_sessions(self.owner()).order_by("-updated_at")[:100]
         return Response(SessionSerializer(sessions, many=True).data)
@@ -174,6 +173,8 @@ class SessionListView(HelixAPIView):
 class SessionDetailView(HelixAPIView):
     """``GET sessions/<id>/``: one session; ``DELETE``: delete it (409 while a run is live)."""
 
+    operation_ids = {"GET": "getSession", "DELETE": "deleteSession"}
+
     def get(self, request: Request, session_id: str) -> Response:
         return Response(SessionSerializer(self.session(session_id)).data)
 
@@ -195,7 +196,7 @@ class SessionDetailView(HelixAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(methods=["GET"], responses={200: OpenApiResponse(description="FrontendSnapshot"), **ERRORS})
+@extend_schema(methods=["GET"], responses={200: SnapshotSerializer, **ERRORS})
 class SnapshotView(HelixAPIView):
     """``GET sessions/<id>/snapshot``: the FrontendSnapshot (002, "Snapshots").
 
@@ -203,6 +204,9 @@ class SnapshotView(HelixAPIView):
     (503 retryable ``state_history_incomplete``, 409 ``corrupt_row``); anything else is
     ``{error: 'Snapshot unavailable', code: 'transport_error'}`` (503), its text never echoed.
     """
+
+    operation_ids = {"GET": "getSnapshot"}
+    error_statuses = {"GET": (409, 503)}
 
     def get(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
@@ -221,6 +225,8 @@ class SnapshotView(HelixAPIView):
 class RunListView(HelixAPIView):
     """``GET sessions/<id>/runs/``: the session's runs, newest first (at most 100)."""
 
+    operation_ids = {"GET": "listRuns"}
+
     def get(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
         runs = Run.objects.filter(session=session).order_by("-created_at")[:100]
@@ -237,6 +243,9 @@ def _run_of(session: ChatSession, run_id: str) -> Run:
 @extend_schema(methods=["POST"], request=None, responses={200: RunSerializer, **ERRORS})
 class RunCancelView(HelixAPIView):
     """``POST sessions/<id>/runs/<run_id>/cancel``: stop a run (a client abort is only a disconnect)."""
+
+    operation_ids = {"POST": "cancelRun"}
+    error_statuses = {"POST": (409,)}
 
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         session = self.session(session_id)
@@ -257,6 +266,8 @@ class ToolResultsView(HelixAPIView):
     while the batch is partial (the run waits for the rest). 409 ``state_run_superseded``
     for a late submit; 400 ``validation_error`` for an invalid result.
     """
+
+    operation_ids = {"POST": "submitToolResults"}
 
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         session = self.session(session_id)

@@ -80,6 +80,8 @@ def test_a_configuration_error_is_logged_with_its_message(caplog):
 @pytest.mark.django_db
 @pytest.mark.parametrize(("method", "route"), [("get", "chat"), ("post", "chat"), ("get", "stream")])
 def test_a_streaming_route_reaching_django_is_a_typed_501(method, route):
-    response = getattr(APIClient(), method)(f"/helix/api/sessions/s_1/{route}")  # Django's handler, not helix's ASGI routes
+    response = getattr(APIClient(), method)(
+        f"/helix/api/sessions/s_1/{route}"
+    )  # Django's handler, not helix's ASGI routes
     assert response.status_code == 501
     assert response.json()["code"] == "transport_route_not_wired"
