@@ -47,7 +47,10 @@ if [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ]; then
     make --no-print-directory .venv-dj60/.installed PY312="$PY312" >&2
     echo "== pytest (Django 6.0, Python 3.12, SQLite, Redis: core, api, runtime, transport; the real host)"
     DJ6=(.venv-dj60/bin/python -m pytest -q -p no:cacheprovider)
-    "${DJ6[@]}" -m "not browser" tests/core tests/api tests/runtime tests/transport
+    # Lean: in-process tests of the four areas, plus transport's daphne tests (real HTTP);
+    # the other server-process, Node and browser tests run once, in the Django 5.2 pass.
+    "${DJ6[@]}" -m "not browser and not slow" tests/core tests/api tests/runtime tests/transport
+    "${DJ6[@]}" -m "slow and not browser and not node" tests/transport
     "${DJ6[@]}" --ds=tests.host.settings tests/host
   fi
 fi
