@@ -13,7 +13,7 @@ class HelixConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from helix_django import checks, signals  # noqa: F401
+        from helix_django import checks, deploy_checks, signals  # noqa: F401
         from helix_django.recovery.receivers import connect
         from helix_django.streams import purge
 

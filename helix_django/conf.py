@@ -73,6 +73,13 @@ DEFAULTS: dict[str, Any] = {
     # Seconds a live run's database writes are retried through a transient failure (the
     # database restarting, unreachable, locked, out of disk) before the run fails with it.
     "DATABASE_RETRY_SECONDS": 10,
+    # DRF classes of every helix route (import strings); None: the host's REST_FRAMEWORK
+    # defaults (helix_django.api.policy).
+    "AUTHENTICATION_CLASSES": None,
+    "PERMISSION_CLASSES": None,
+    "THROTTLE_CLASSES": None,
+    # Rates of helix's throttle scopes under the host's DEFAULT_THROTTLE_RATES (None: unlimited).
+    "THROTTLE_RATES": {"helix": None, "helix_chat": None},
 }
 
 #: Settings whose value is an import string (or a dict holding "BACKEND" import strings).

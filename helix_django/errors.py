@@ -162,6 +162,19 @@ class RouteNotFoundError(HelixError):
     default_message = "Not found"
 
 
+class RouteNotWiredError(HelixError):
+    """A chat or stream request reached Django's URLconf: the site's ASGI routing does not serve it (501).
+
+    The chat and stream routes stream from ASGI consumers; a WSGI deployment, or an
+    ``asgi.py`` without :func:`helix_django.transport.routing.get_asgi_application`, lands here.
+    """
+
+    code = "transport_route_not_wired"
+    http_status = 501
+    category = "transport"
+    default_message = "This route needs helix_django's ASGI routing (see the README's install section)"
+
+
 class RunNotActionableError(StateError):
     """A recovery or control action does not apply to the run in its current state."""
 

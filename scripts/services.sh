@@ -2,14 +2,18 @@
 # Install (when missing, as root, from Debian's packages) and start what the tests need:
 # redis-server (AOF on, loopback :6379), PostgreSQL (loopback, role/db "helix"), Chromium.
 # Idempotent. Prints `export` lines for the caller to source; progress goes to stderr.
+# HELIX_SERVICES=redis: only Redis (make test-quick).
 set -euo pipefail
 log() { echo "services: $*" >&2; }
+only_redis=$([ "${HELIX_SERVICES:-}" = redis ] && echo 1 || true)
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
-command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)
-[ -x /usr/bin/chromium ] || need+=(chromium)
-command -v node >/dev/null 2>&1 || need+=(nodejs npm)
+if [ -z "$only_redis" ]; then
+  command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)
+  [ -x /usr/bin/chromium ] || need+=(chromium)
+  command -v node >/dev/null 2>&1 || need+=(nodejs npm)
+fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     log "missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root"
@@ -28,7 +32,7 @@ if ! redis-cli -p 6379 ping >/dev/null 2>&1; then
 fi
 echo "export HELIX_TEST_REDIS_URL=redis://127.0.0.1:6379/15"
 
-if [ "$(id -u)" -eq 0 ] && command -v pg_lsclusters >/dev/null 2>&1; then
+if [ -z "$only_redis" ] && [ "$(id -u)" -eq 0 ] && command -v pg_lsclusters >/dev/null 2>&1; then
   version=$(ls /usr/lib/postgresql | sort -V | tail -n1)
   if ! pg_lsclusters -h | grep -q .; then
     log "creating PostgreSQL cluster $version/main"

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Run the whole test suite: lint, then pytest on SQLite + Redis, then on PostgreSQL.
-# Starts the services the tests need (scripts/services.sh) and exports their URLs.
+# Run the whole test suite: lint, pytest on SQLite + Redis, the "real host" profile, PostgreSQL,
+# then Django 6.0 on Python 3.12. Starts the services the tests need (scripts/services.sh).
+# With arguments (test paths, -k ...), only the SQLite + Redis and PostgreSQL passes run, with them.
+# HELIX_QUICK=1: lint + SQLite/Redis without browser, server-process and PostgreSQL tests (make test-quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
 BIN=$(dirname "$PYTHON")
+PYTEST=("$PYTHON" -m pytest -q -p no:cacheprovider)
+loud() { printf '\n!!!! %s\n\n' "$*" >&2; }
 
 # shellcheck source=/dev/null
 source <(bash scripts/services.sh)
@@ -13,11 +17,41 @@ echo "== lint"
 "$BIN/ruff" check .
 "$BIN/ruff" format --check .
 
+if [ "${HELIX_QUICK:-}" = 1 ]; then
+  echo "== pytest (quick: SQLite, Redis; no browser, no server processes, no PostgreSQL)"
+  "${PYTEST[@]}" -m "not browser and not slow and not node and not postgres" "$@"
+  exit 0
+fi
+
 echo "== pytest (SQLite, Redis)"
-"$PYTHON" -m pytest -q -p no:cacheprovider "$@"
+"${PYTEST[@]}" "$@"
+
+if [ $# -eq 0 ]; then
+  echo "== pytest (real host profile: tests/host with tests/host/settings.py)"
+  "${PYTEST[@]}" --ds=tests.host.settings tests/host
+fi
 
 if [ -n "${HELIX_PG_URL:-}" ]; then
   echo "== pytest (PostgreSQL, Redis)"
   # schemathesis (marker fuzz) runs in the first pass only: it tests the wire, not the database.
-  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "$PYTHON" -m pytest -q -p no:cacheprovider -m "not fuzz" "$@"
+  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "${PYTEST[@]}" -m "not fuzz" "$@"
+else
+  loud "PostgreSQL pass SKIPPED: scripts/services.sh sets PostgreSQL up only as root." \
+    "Set HELIX_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB (a role with CREATEDB) to run it."
+fi
+
+if [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ]; then
+  PY312=${HELIX_PY312:-$( (ls -d /root/.pyenv/versions/3.12*/bin/python 2>/dev/null || command -v python3.12) | tail -n1 || true)}
+  if [ -z "$PY312" ]; then
+    loud "Django 6.0 job SKIPPED: no Python 3.12 found (set HELIX_PY312=/path/to/python3.12)."
+  else
+    make --no-print-directory .venv-dj60/.installed PY312="$PY312" >&2
+    echo "== pytest (Django 6.0, Python 3.12, SQLite, Redis: core, api, runtime, transport; the real host)"
+    DJ6=(.venv-dj60/bin/python -m pytest -q -p no:cacheprovider)
+    # Lean: in-process tests of the four areas, plus transport's daphne tests (real HTTP);
+    # the other server-process, Node and browser tests run once, in the Django 5.2 pass.
+    "${DJ6[@]}" -m "not browser and not slow" tests/core tests/api tests/runtime tests/transport
+    "${DJ6[@]}" -m "slow and not browser and not node" tests/transport
+    "${DJ6[@]}" --ds=tests.host.settings tests/host
+  fi
 fi

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from helix_django.streams import reset_stream_managers
+
+# tests/host runs as its own pytest invocation with its own settings (``--ds=tests.host.settings``).
+collect_ignore = [] if os.environ.get("DJANGO_SETTINGS_MODULE") == "tests.host.settings" else ["host"]
 
 
 @pytest.fixture(scope="session", autouse=True)

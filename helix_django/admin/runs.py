@@ -6,6 +6,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
+from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.urls import path, reverse
@@ -50,7 +51,12 @@ class RunAdmin(admin.ModelAdmin):
     )
     list_select_related = ("session", "session__owner")
     list_filter = ("status", StuckFilter, "provider")
-    search_fields = ("id", "session__id", "session__owner__username", "request_key", "provider_operation_id")
+
+    def get_search_fields(self, request: Any) -> tuple[str, ...]:
+        """Search by ids, request key, operation id and the owner's ``USERNAME_FIELD`` (any user model)."""
+        owner = f"session__owner__{get_user_model().USERNAME_FIELD}"
+        return ("id", "session__id", owner, "request_key", "provider_operation_id")
+
     ordering = ("-created_at",)
     change_form_template = "admin/helix_django/run/change_form.html"
     actions = tuple(_bulk(action) for action in BULK_ACTIONS)

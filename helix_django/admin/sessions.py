@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
@@ -67,7 +68,11 @@ class ChatSessionAdmin(admin.ModelAdmin):
     list_display = ("id", "owner", "agent", "current_run_status", "message_count", "updated_at")
     list_select_related = ("owner", "current_run")
     list_filter = ("agent",)
-    search_fields = ("id", "owner__username", "title")
+
+    def get_search_fields(self, request: Any) -> tuple[str, ...]:
+        """Search by id, title and the owner's ``USERNAME_FIELD`` (any user model: email, username, ...)."""
+        return ("id", f"owner__{get_user_model().USERNAME_FIELD}", "title")
+
     readonly_fields = ("id", "owner", "anonymous_key", "current_run", "message_count", "created_at", "updated_at")
     fields = (
         "id",

@@ -13,6 +13,7 @@ import logging
 import math
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from rest_framework import exceptions
@@ -66,7 +67,10 @@ def to_helix_error(exc: BaseException) -> HelixError:
         return ValidationError("Malformed JSON body", cause="json")
     if isinstance(exc, exceptions.ValidationError):
         return ValidationError("Invalid request body", cause="body", fields=_fields(exc.detail))
-    logger.error("API request failed: %s", type(exc).__name__)
+    if isinstance(exc, ImproperlyConfigured):  # the site's own text, never user data: say what to fix
+        logger.error("API request failed: %s: %s", type(exc).__name__, exc)
+    else:
+        logger.error("API request failed: %s", type(exc).__name__)
     return FrameworkInternalError()
 
 

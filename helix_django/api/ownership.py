@@ -107,18 +107,3 @@ def enforce_anonymous_csrf(request: Any) -> None:
     check.process_request(request)
     if check.process_view(request, None, (), {}):
         raise PermissionDeniedError("CSRF check failed", cause="csrf")
-
-
-def authenticators() -> list[Any]:
-    """Return DRF authenticator instances: session auth, plus token auth when it is installed.
-
-    ``TokenAuthentication`` needs ``rest_framework.authtoken`` in INSTALLED_APPS; without it
-    a request carrying ``Authorization: Token ...`` would fail with a 500, so it is only
-    offered where the site installed the app.
-    """
-    from django.apps import apps
-    from rest_framework.authentication import SessionAuthentication, TokenAuthentication
-
-    if apps.is_installed("rest_framework.authtoken"):
-        return [SessionAuthentication(), TokenAuthentication()]
-    return [SessionAuthentication()]

@@ -74,6 +74,8 @@ class RecoveryResultSerializer(serializers.Serializer):
 class RunRecoveryView(HelixAPIView):
     """``GET``: which owner recovery actions apply to the run and why not; what was already done."""
 
+    operation_ids = {"GET": "getRunRecovery"}
+
     def get(self, request: Request, session_id: str, run_id: str) -> Response:
         run = _run_of(self.session(session_id), run_id)
         availability = inv.inventory(run)
@@ -90,6 +92,8 @@ class RunRecoveryActionView(HelixAPIView):
     """``POST``: Regenerate, Continue, Keep or Discard the run's partial answer (``action`` set by the route)."""
 
     action = ""
+    operation_ids = {"POST": "{action}Run"}
+    error_statuses = {"POST": (409,)}
 
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         run = _run_of(self.session(session_id), run_id)

@@ -116,3 +116,24 @@ class ToolResultsSerializer(serializers.Serializer):
     """Body of ``POST .../runs/<run_id>/tool-results``: ``{results: [ToolResult]}`` (1-100)."""
 
     results = ToolResultSerializer(many=True, allow_empty=False, max_length=100)
+
+
+class SnapshotSerializer(serializers.Serializer):
+    """The FrontendSnapshot (002, "Snapshots"), for the schema: the committed conversation at one checkpoint.
+
+    ``messages`` are AI SDK UIMessages; ``streamSequence`` is the cursor to resume from;
+    ``errorDetail`` is present when ``status`` is ``failed``.
+    """
+
+    sessionId = serializers.CharField()  # noqa: N815 - wire name
+    messages = serializers.ListField(child=serializers.DictField(), help_text="AI SDK UIMessages, in order.")
+    streamSequence = serializers.IntegerField(min_value=0)  # noqa: N815
+    state = serializers.DictField()
+    status = serializers.ChoiceField(choices=["active", "paused", "ended", "failed"])
+    resumeMessageId = serializers.CharField(required=False)  # noqa: N815
+    latestTruncateCheckpointId = serializers.IntegerField(allow_null=True)  # noqa: N815
+    errorDetail = serializers.DictField(required=False)  # noqa: N815
+    checkpointId = serializers.IntegerField(allow_null=True)  # noqa: N815
+    stepCount = serializers.IntegerField(min_value=0)  # noqa: N815
+    runId = serializers.CharField(allow_null=True)  # noqa: N815
+    runStatus = serializers.CharField(allow_null=True)  # noqa: N815

@@ -6,9 +6,13 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from helix_django import __version__
-from helix_django.api import recovery, views
+from helix_django.api import recovery, streaming_routes, views
 
 endpoint_patterns = [
+    # Served by the ASGI consumers of helix_django.transport.routing; these Django views only
+    # name them (reverse(), the schema) and answer 501 where the ASGI routing is missing.
+    path("sessions/<str:session_id>/chat", streaming_routes.ChatRouteView.as_view(), name="chat"),
+    path("sessions/<str:session_id>/stream", streaming_routes.StreamRouteView.as_view(), name="stream"),
     path("sessions/", views.SessionListView.as_view(), name="session-list"),
     path("sessions/<str:session_id>/", views.SessionDetailView.as_view(), name="session-detail"),
     path("sessions/<str:session_id>/snapshot", views.SnapshotView.as_view(), name="session-snapshot"),
@@ -40,9 +44,16 @@ class HelixSchemaView(SpectacularAPIView):
 
     custom_settings = {
         "TITLE": "helix_django",
-        "DESCRIPTION": "Durable, resumable AI chat generations: sessions, snapshots, runs, recovery actions.",
+        "DESCRIPTION": (
+            "Durable, resumable AI chat generations: sessions, snapshots, runs, recovery actions, the chat route "
+            "and the raw stream route (SSE). The same stream is offered over a WebSocket at "
+            "`ws/<prefix>sessions/{session_id}/` (JSON frames `{type: 'chunk', sequence, chunk}`; send "
+            "`{type: 'resume', from_sequence}`), which OpenAPI cannot describe."
+        ),
         "VERSION": __version__,
     }
+
+    versioning_class = None  # helix's URLs are the same under any host versioning scheme
 
     def _get_schema_response(self, request: Any) -> Any:
         prefix = request.path[: -len("schema/")].lstrip("/")
@@ -53,5 +64,6 @@ class HelixSchemaView(SpectacularAPIView):
 urlpatterns = [
     *endpoint_patterns,
     path("schema/", HelixSchemaView.as_view(), name="schema"),
-    re_path(r"^", views.RouteNotFoundView.as_view(), name="not-found"),
+    # Typed 404s for unknown paths of helix's own tree only: host routes after the include still resolve.
+    re_path(r"^sessions/", views.RouteNotFoundView.as_view(), name="not-found"),
 ]

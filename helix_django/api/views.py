@@ -1,8 +1,10 @@
 """DRF endpoints: sessions, snapshot, runs, cancel, tool results (issue 4; 002, "Wire errors").
 
-Every view derives from :class:`HelixAPIView`: DRF Session and Token authentication,
-CSRF on unsafe methods (anonymous cookie owners included), the host's throttles under
-the scope ``helix``, and :func:`helix_django.api.errors.helix_exception_handler`. A
+Every view derives from :class:`HelixAPIView`: the authentication, permission and
+throttle classes of :mod:`helix_django.api.policy` (the host's DRF defaults unless HELIX
+names others; throttle scope ``helix``), no versioning (helix's URLs are the same under
+any host versioning scheme), CSRF on unsafe methods (anonymous cookie owners included),
+and :func:`helix_django.api.errors.helix_exception_handler`. A
 session the caller does not own is 404 ``state_session_not_found`` everywhere.
 """
 
@@ -11,29 +13,28 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from drf_spectacular.openapi import AutoSchema
-from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
 from rest_framework.parsers import JSONParser
-from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
+from helix_django.api import policy
 from helix_django.api.errors import helix_exception_handler
 from helix_django.api.ownership import (
     Owner,
-    authenticators,
     enforce_anonymous_csrf,
     get_owned_session,
     owned_sessions,
     owner_for,
 )
+from helix_django.api.schema import HelixAutoSchema
 from helix_django.api.serializers import (
     RunSerializer,
     SessionCreateSerializer,
     SessionSerializer,
+    SnapshotSerializer,
     ToolResultsSerializer,
 )
 from helix_django.errors import (
@@ -50,16 +51,8 @@ from helix_django.models import ChatSession, Run
 from helix_django.snapshot import abuild_snapshot
 from helix_django.store import delete_session, get_or_create_session
 
-ERROR_BODY = inline_serializer(
-    "HelixErrorBody",
-    fields={
-        "error": serializers.CharField(),
-        "code": serializers.CharField(),
-        "retryable": serializers.BooleanField(required=False),
-        "cause": serializers.CharField(required=False),
-    },
-)
-ERRORS = {code: OpenApiResponse(ERROR_BODY) for code in (400, 401, 403, 404, 409, 429, 503)}
+#: Success responses only: :class:`~helix_django.api.schema.HelixAutoSchema` adds each operation's typed errors.
+ERRORS: dict[int, Any] = {}
 
 
 class SnapshotUnavailableError(TransportError):
@@ -103,21 +96,29 @@ class HelixJSONParser(JSONParser):
 class HelixAPIView(APIView):
     """Base of every helix endpoint (see the module docstring)."""
 
-    permission_classes = [AllowAny]
-    throttle_scope = "helix"
-    schema = AutoSchema()
+    throttle_scope = policy.API_SCOPE
+    versioning_class = None
+    schema = HelixAutoSchema()
+    operation_ids: dict[str, str] = {}
+    """OpenAPI operation id by method (``{action}`` is the view's ``action``)."""
+    error_statuses: dict[str, tuple[int, ...]] = {}
+    """Refusal statuses by method beyond :data:`~helix_django.api.schema.COMMON_ERRORS` (default by method)."""
 
     def get_authenticators(self) -> list[Any]:
-        """Return session auth, plus token auth where ``rest_framework.authtoken`` is installed."""
-        return authenticators()
+        """Return the authenticators of :func:`helix_django.api.policy.authenticators`."""
+        return policy.authenticators()
+
+    def get_permissions(self) -> list[Any]:
+        """Return the permissions of :func:`helix_django.api.policy.permissions`."""
+        return policy.permissions()
 
     def get_parsers(self) -> list[Any]:
         """Return the host's parsers, DRF's JSON parser replaced by :class:`HelixJSONParser`."""
         return [HelixJSONParser() if type(parser) is JSONParser else parser for parser in super().get_parsers()]
 
     def get_throttles(self) -> list[Any]:
-        """Return the host's throttles (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``), read per request."""
-        return [throttle() for throttle in api_settings.DEFAULT_THROTTLE_CLASSES]
+        """Return the throttles of :func:`helix_django.api.policy.throttles` (helix's scopes always rated)."""
+        return policy.throttles()
 
     def get_exception_handler(self) -> Any:
         """Return the helix exception handler (the host's REST_FRAMEWORK is left alone)."""
@@ -147,6 +148,8 @@ class HelixAPIView(APIView):
 class SessionListView(HelixAPIView):
     """``GET sessions/``: the caller's sessions (newest first, at most 100); ``POST``: create one."""
 
+    operation_ids = {"GET": "listSessions", "POST": "createSession"}
+
     def get(self, request: Request) -> Response:
         sessions = owned_sessions(self.owner()).order_by("-updated_at")[:100]
         return Response(SessionSerializer(sessions, many=True).data)
@@ -171,6 +174,8 @@ class SessionListView(HelixAPIView):
 class SessionDetailView(HelixAPIView):
     """``GET sessions/<id>/``: one session; ``DELETE``: delete it (409 while a run is live)."""
 
+    operation_ids = {"GET": "getSession", "DELETE": "deleteSession"}
+
     def get(self, request: Request, session_id: str) -> Response:
         return Response(SessionSerializer(self.session(session_id)).data)
 
@@ -192,7 +197,7 @@ class SessionDetailView(HelixAPIView):
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-@extend_schema(methods=["GET"], responses={200: OpenApiResponse(description="FrontendSnapshot"), **ERRORS})
+@extend_schema(methods=["GET"], responses={200: SnapshotSerializer, **ERRORS})
 class SnapshotView(HelixAPIView):
     """``GET sessions/<id>/snapshot``: the FrontendSnapshot (002, "Snapshots").
 
@@ -200,6 +205,9 @@ class SnapshotView(HelixAPIView):
     (503 retryable ``state_history_incomplete``, 409 ``corrupt_row``); anything else is
     ``{error: 'Snapshot unavailable', code: 'transport_error'}`` (503), its text never echoed.
     """
+
+    operation_ids = {"GET": "getSnapshot"}
+    error_statuses = {"GET": (409, 503)}
 
     def get(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
@@ -218,6 +226,8 @@ class SnapshotView(HelixAPIView):
 class RunListView(HelixAPIView):
     """``GET sessions/<id>/runs/``: the session's runs, newest first (at most 100)."""
 
+    operation_ids = {"GET": "listRuns"}
+
     def get(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
         runs = Run.objects.filter(session=session).order_by("-created_at")[:100]
@@ -234,6 +244,9 @@ def _run_of(session: ChatSession, run_id: str) -> Run:
 @extend_schema(methods=["POST"], request=None, responses={200: RunSerializer, **ERRORS})
 class RunCancelView(HelixAPIView):
     """``POST sessions/<id>/runs/<run_id>/cancel``: stop a run (a client abort is only a disconnect)."""
+
+    operation_ids = {"POST": "cancelRun"}
+    error_statuses = {"POST": (409,)}
 
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         session = self.session(session_id)
@@ -254,6 +267,8 @@ class ToolResultsView(HelixAPIView):
     while the batch is partial (the run waits for the rest). 409 ``state_run_superseded``
     for a late submit; 400 ``validation_error`` for an invalid result.
     """
+
+    operation_ids = {"POST": "submitToolResults"}
 
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         session = self.session(session_id)

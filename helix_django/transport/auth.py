@@ -1,33 +1,32 @@
-"""Authenticate a raw ASGI HTTP request with DRF's classes (issue 4, "Ownership and security").
+"""Authenticate a helix route's Django request with the DRF policy of helix (issues 4, 19).
 
-The chat and stream routes are Channels ASGI apps, not Django views, so the Django
-middleware never runs for them. :func:`aauthenticate` builds an ``ASGIRequest`` from the
-scope and body, loads its Django session and user as the middleware would, and runs
-DRF's Session and Token authentication: CSRF is enforced for session auth on unsafe
-methods (and for anonymous visitors identified by their session cookie). DRF throttles
-configured by the host (``REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"]``) apply under the
-scope ``helix_chat``.
+The chat and stream routes are Channels ASGI apps; :func:`helix_django.transport.host.through_host`
+runs the host's middleware around them and hands :func:`authenticate` the resulting
+``HttpRequest``. Where the host's middleware gave it no Django session or user
+(``SessionMiddleware`` / ``AuthenticationMiddleware`` absent), they are loaded here as the
+middleware would. Then the classes of :mod:`helix_django.api.policy` apply: the
+authenticators (CSRF enforced by ``SessionAuthentication`` on unsafe methods, and for
+anonymous visitors identified by their session cookie), the permissions and the throttles
+(scope ``helix_chat``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 from http.cookies import SimpleCookie
 from typing import Any
 
 from django.contrib.auth import get_user
 from django.contrib.sessions.middleware import SessionMiddleware
-from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
 from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
-from rest_framework.settings import api_settings
 
-from helix_django.api.ownership import Owner, authenticators, enforce_anonymous_csrf, owner_for
+from helix_django.api import policy
+from helix_django.api.ownership import Owner, enforce_anonymous_csrf, owner_for
 from helix_django.errors import (
     AuthenticationFailedError,
     NotAuthenticatedError,
@@ -48,8 +47,10 @@ class Identity:
     """``Set-Cookie`` headers to send (a new anonymous Django session)."""
 
 
-class _ThrottleScope:
-    throttle_scope = "helix_chat"
+class _RouteView:
+    """The ``view`` DRF permissions and throttles are handed for the chat and stream routes."""
+
+    throttle_scope = policy.CHAT_SCOPE
 
 
 class _UnparsedBody(BaseParser):
@@ -71,21 +72,34 @@ def _no_response(request: Any) -> HttpResponse:
     return HttpResponse()
 
 
-def authenticate(scope: dict[str, Any], body: bytes = b"", *, create_anonymous: bool = False) -> Identity:
-    """Synchronous :func:`aauthenticate` (for callers already in the ORM's thread)."""
-    request = ASGIRequest(scope, io.BytesIO(body))
+def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Identity:
+    """Authenticate ``request`` with helix's DRF policy and return its Identity (in the ORM's thread).
+
+    Raises NotAuthenticatedError / AuthenticationFailedError (401), PermissionDeniedError
+    (403; ``cause: csrf`` for a failed CSRF check) or RateLimitedError (429).
+    ``create_anonymous`` starts a Django session for a new anonymous visitor when anonymous
+    chat is allowed.
+    """
+    own_session = not hasattr(request, "session")
     middleware = SessionMiddleware(_no_response)
-    middleware.process_request(request)
-    # A lazy user, as AuthenticationMiddleware sets it; the stubs type request.user as the user itself.
-    request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
-    drf_request = Request(request, parsers=[_UnparsedBody()], authenticators=authenticators())
+    if own_session:
+        middleware.process_request(request)
+    if not hasattr(request, "user"):
+        # A lazy user, as AuthenticationMiddleware sets it; the stubs type request.user as the user itself.
+        request.user = SimpleLazyObject(lambda: get_user(request))  # type: ignore[assignment]
+    drf_request = Request(request, parsers=[_UnparsedBody()], authenticators=policy.authenticators())
+    view = _RouteView()
     try:
         user = drf_request.user
         if not user.is_authenticated:
             enforce_anonymous_csrf(request)
-        for throttle_class in api_settings.DEFAULT_THROTTLE_CLASSES:
-            throttle = throttle_class()
-            if not throttle.allow_request(drf_request, _ThrottleScope()):
+        for permission in policy.permissions():
+            if not permission.has_permission(drf_request, view):
+                if not user.is_authenticated:
+                    raise NotAuthenticatedError()
+                raise PermissionDeniedError()
+        for throttle in policy.throttles():
+            if not throttle.allow_request(drf_request, view):
                 raise RateLimitedError(retryAfterSeconds=math.ceil(throttle.wait() or 1))
     except exceptions.NotAuthenticated as exc:
         raise NotAuthenticatedError() from exc
@@ -95,24 +109,38 @@ def authenticate(scope: dict[str, Any], body: bytes = b"", *, create_anonymous: 
         raise PermissionDeniedError("CSRF check failed", cause="csrf") from exc
     owner = owner_for(user, request.session, create_anonymous=create_anonymous)
     cookies: list[tuple[bytes, bytes]] = []
-    if request.session.modified:
+    if own_session and request.session.modified:
         response = middleware.process_response(request, HttpResponse())
         cookies = _cookie_headers(response.cookies)
     return Identity(owner=owner, user=user if user.is_authenticated else None, set_cookies=cookies)
+
+
+def websocket_user(scope: dict[str, Any]) -> Any:
+    """Return the user helix's authenticators find on a WebSocket handshake (in the ORM's thread).
+
+    The handshake is authenticated like a ``GET`` on the chat route: ``Authorization`` headers
+    (Token, JWT, Basic, ...) and the session user ``AuthMiddlewareStack`` put in
+    ``scope["user"]``. Returns ``scope["user"]`` unchanged when no authenticator accepts the
+    handshake; raises DisallowedHost for a ``Host`` that ``ALLOWED_HOSTS`` refuses.
+    """
+    from helix_django.transport.host import build_request
+
+    request = build_request({**scope, "type": "http", "method": "GET"}, b"")
+    request.get_host()
+    anonymous = scope.get("user")
+    if anonymous is not None:
+        request.user = anonymous
+    if "session" in scope:
+        request.session = scope["session"]
+    try:
+        user = Request(request, authenticators=policy.authenticators()).user
+    except exceptions.APIException:
+        return anonymous
+    return user if user.is_authenticated else anonymous
 
 
 def _cookie_headers(cookies: SimpleCookie) -> list[tuple[bytes, bytes]]:
     return [(b"set-cookie", morsel.OutputString().encode("latin-1")) for morsel in cookies.values()]
 
 
-async def aauthenticate(scope: dict[str, Any], body: bytes = b"", *, create_anonymous: bool = False) -> Identity:
-    """Authenticate the request of ``scope`` (+ ``body``) and return its Identity.
-
-    Raises NotAuthenticatedError / AuthenticationFailedError (401), PermissionDeniedError
-    (403, ``cause: csrf``) or RateLimitedError (429). ``create_anonymous`` starts a Django
-    session for a new anonymous visitor when anonymous chat is allowed.
-    """
-    return await sync_to_async(authenticate)(scope, body, create_anonymous=create_anonymous)
-
-
-__all__ = ["Identity", "NotAuthenticatedError", "aauthenticate", "authenticate"]
+__all__ = ["Identity", "NotAuthenticatedError", "authenticate", "websocket_user"]

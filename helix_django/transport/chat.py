@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 from typing import Any
+
+from django.http import HttpRequest
 
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
@@ -30,6 +33,7 @@ from helix_django.store.reads import holds_active_message, read_session
 from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.chat_request import ChatRequest, aparse_chat_request
+from helix_django.transport.host import send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
 from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
@@ -62,9 +66,9 @@ def _may_hold_last_message(request: ChatRequest) -> bool:
     return not keyed_or_edit and last["role"] != "assistant"
 
 
-def _identify(scope: dict[str, Any], body: bytes, request: ChatRequest | None, create_anonymous: bool) -> _Caller:
+def _identify(django_request: HttpRequest, request: ChatRequest | None, create_anonymous: bool) -> _Caller:
     """Authenticate, then read the session row a send names (and whether it holds the trailing message)."""
-    identity = authenticate(scope, body, create_anonymous=create_anonymous)
+    identity = authenticate(django_request, create_anonymous=create_anonymous)
     if request is None or not request.has_messages:
         return _Caller(identity)
     session = read_session(request.session_id)
@@ -132,11 +136,38 @@ async def plan_chat(request: ChatRequest, caller: _Caller) -> ResponsePlan:
 
 
 async def _parse(scope: dict[str, Any], body: bytes) -> tuple[ChatRequest | None, ValidationError | None]:
-    """Return ``(request, None)`` or ``(None, the ValidationError)``; raised only after authentication."""
+    """Return ``(request, None)`` or ``(None, the ValidationError)``; raised only after authentication.
+
+    The body's schema check runs on the validation worker thread, never on the event loop
+    nor on the ORM's thread (docs/limits.md).
+    """
     try:
         return await aparse_chat_request(scope, scope["url_route"]["kwargs"]["session_id"], body), None
     except ValidationError as exc:
         return None, exc
+
+
+def _admit(
+    scope: dict[str, Any], parsed: tuple[ChatRequest | None, ValidationError | None], django_request: HttpRequest
+) -> tuple[ChatRequest, _Caller]:
+    """The route's synchronous part, run inside the host's middleware: method, authenticate, read.
+
+    ``parsed`` is :func:`_parse`'s result; its refusal is raised only after authentication.
+    """
+    if scope["method"] not in ("GET", "POST"):
+        raise MethodNotAllowedError()
+    request, invalid = parsed
+    try:  # an invalid request never creates an anonymous visitor's Django session
+        create_anonymous = scope["method"] == "POST" and not invalid
+        caller = _identify(django_request, request, create_anonymous)
+    except NotAuthenticatedError:
+        if invalid is not None and helix_settings.ALLOW_ANONYMOUS:
+            raise invalid from None
+        raise
+    if invalid is not None:
+        raise invalid
+    assert request is not None  # _parse returns a request whenever it returns no error
+    return request, caller
 
 
 class ChatConsumer:
@@ -152,39 +183,33 @@ class ChatConsumer:
         await send_error(send, exc, headers=headers)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        """Serve one request; see the module docstring."""
+        """Serve one request through the host's middleware (:mod:`~helix_django.transport.host`)."""
         if scope["type"] != "http":
             raise ValueError("The chat route serves HTTP only")
-        identity: Identity | None = None
+        headers: list[tuple[bytes, bytes]] = []
         try:
-            if scope["method"] not in ("GET", "POST"):
-                raise MethodNotAllowedError()
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            request, invalid = await _parse(scope, body)
-            try:  # an invalid request never creates an anonymous visitor's Django session
-                create_anonymous = scope["method"] == "POST" and not invalid
-                caller = await sync_to_async(_identify)(scope, body, request, create_anonymous)
-                identity = caller.identity
-            except NotAuthenticatedError:
-                if invalid is not None and helix_settings.ALLOW_ANONYMOUS:
-                    raise invalid from None
-                raise
-            if invalid is not None:
-                raise invalid
-            assert request is not None  # _parse returns a request whenever it returns no error
+            parsed = await _parse(scope, body)
+            answer = await sync_to_async(through_host)(scope, body, functools.partial(_admit, scope, parsed))
+            if answer.response is not None:
+                await send_host_response(send, answer.response)
+                return
+            headers = answer.headers
+            request, caller = answer.unwrap()
+            headers = headers + caller.identity.set_cookies
             disconnected, plan = await run_until_disconnect(receive, plan_chat(request, caller))
         except ClientDisconnected:
             return
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
             log_unexpected("chat route", exc)
-            headers = [(b"allow", b"GET, POST")] if isinstance(exc, MethodNotAllowedError) else []
-            await self.refuse(send, exc, headers + (identity.set_cookies if identity else []))
+            if isinstance(exc, MethodNotAllowedError):
+                headers = [*headers, (b"allow", b"GET, POST")]
+            await self.refuse(send, exc, headers)
             return
         if disconnected:
             return
-        cookies = identity.set_cookies
         if plan.status == 204:
-            await send_empty(send, 204, headers=cookies)
+            await send_empty(send, 204, headers=headers)
             return
         response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
-        await response.run(200, UI_STREAM_HEADERS + cookies, plan_frames(plan))
+        await response.run(200, UI_STREAM_HEADERS + headers, plan_frames(plan))

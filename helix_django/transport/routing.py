@@ -17,8 +17,14 @@ A site's ``asgi.py``::
   send and reconnect shape (:mod:`helix_django.transport.aisdk`), for a stock ``useChat``;
 - WebSocket ``ws/<prefix>sessions/<session_id>/``:
   :class:`~helix_django.transport.websocket.SessionStreamConsumer` through
-  ``AllowedHostsOriginValidator(AuthMiddlewareStack(...))``;
+  ``OriginValidator(AuthMiddlewareStack(HostPolicyMiddleware(...)))``: the ``Origin`` must
+  be one of ``ALLOWED_HOSTS`` or of django-cors-headers' ``CORS_ALLOWED_ORIGINS`` (the
+  origins the host lets call its API), the ``Host`` one of ``ALLOWED_HOSTS`` (a refused
+  handshake is a 403), and the handshake is authenticated with helix's DRF authenticators;
 - every other HTTP path: the Django app.
+
+The chat and stream consumers run the host's middleware themselves
+(:mod:`helix_django.transport.host`); Django's middleware never applies to WebSockets.
 """
 
 from __future__ import annotations
@@ -52,6 +58,46 @@ def helix_websocket_routes(prefix: str = "helix/api/") -> list[Any]:
     return [path(f"ws/{prefix}sessions/{SESSION_ID}/", SessionStreamConsumer.as_asgi(), name="helix-ws")]
 
 
+def websocket_origins() -> list[str]:
+    """Return the origins allowed to open the WebSocket: ``ALLOWED_HOSTS`` + ``CORS_ALLOWED_ORIGINS``.
+
+    Like Channels' ``AllowedHostsOriginValidator`` (``DEBUG`` with no hosts allows localhost),
+    plus the cross-origin apps the host already trusts with its HTTP API.
+    """
+    from django.conf import settings
+
+    hosts = list(settings.ALLOWED_HOSTS)
+    if settings.DEBUG and not hosts:
+        hosts = ["localhost", "127.0.0.1", "[::1]"]
+    return [*hosts, *getattr(settings, "CORS_ALLOWED_ORIGINS", ())]
+
+
+class HostPolicyMiddleware:
+    """ASGI middleware of the WebSocket: refuse a disallowed ``Host``, authenticate the handshake.
+
+    ``scope["user"]`` becomes the user helix's DRF authenticators accept
+    (:func:`helix_django.transport.auth.websocket_user`), so token and JWT clients get the
+    same identity on the socket as on the chat route.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        """Deny the handshake (403) for a disallowed host; else call the inner app with the user set."""
+        from asgiref.sync import sync_to_async
+        from channels.security.websocket import WebsocketDenier
+        from django.core.exceptions import DisallowedHost
+
+        from helix_django.transport.auth import websocket_user
+
+        try:
+            user = await sync_to_async(websocket_user)(scope)
+        except DisallowedHost:
+            return await WebsocketDenier()(scope, receive, send)
+        return await self.inner({**scope, "user": user}, receive, send)
+
+
 def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") -> Any:
     """Return a ``ProtocolTypeRouter``: helix HTTP routes + Django over HTTP, the helix WebSocket.
 
@@ -60,7 +106,7 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     """
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
-    from channels.security.websocket import AllowedHostsOriginValidator
+    from channels.security.websocket import OriginValidator
 
     from helix_django.transport.daphne_forms import disable_twisted_form_parsing
 
@@ -73,7 +119,10 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     return ProtocolTypeRouter(
         {
             "http": URLRouter([*helix_http_routes(prefix), re_path(r"^", django_app)]),
-            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(helix_websocket_routes(prefix)))),
+            "websocket": OriginValidator(
+                AuthMiddlewareStack(HostPolicyMiddleware(URLRouter(helix_websocket_routes(prefix)))),
+                websocket_origins(),
+            ),
         }
     )
 

@@ -21,6 +21,8 @@ import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from helix_django.errors import HelixError, as_helix_error
 
 logger = logging.getLogger(__name__)
@@ -118,8 +120,15 @@ async def send_empty(send: Send, status: int = 204, *, headers: list[tuple[bytes
 
 
 def log_unexpected(where: str, exc: BaseException) -> None:
-    """Log an untyped failure by type and place only (never its text: it may hold prompt or tool data)."""
+    """Log an untyped failure by type and place only (never its text: it may hold prompt or tool data).
+
+    A configuration error (``ImproperlyConfigured``) is the site's own text, never user data:
+    its message is logged, so the operator sees what to fix.
+    """
     if not isinstance(exc, HelixError):
         frames = traceback.extract_tb(exc.__traceback__)
         at = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else "?"
-        logger.error("%s failed: %s at %s", where, type(exc).__name__, at)
+        if isinstance(exc, ImproperlyConfigured):
+            logger.error("%s failed: %s at %s: %s", where, type(exc).__name__, at, exc)
+        else:
+            logger.error("%s failed: %s at %s", where, type(exc).__name__, at)

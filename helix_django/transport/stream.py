@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+from django.http import HttpRequest
+
 from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, MethodNotAllowedError, StreamNotFoundError
@@ -20,8 +22,9 @@ from helix_django.ids import validate_session_id
 from helix_django.orm import sync_to_async
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
-from helix_django.transport.auth import aauthenticate
+from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.frames import check_cursor, stream_frames
+from helix_django.transport.host import send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, request_cursor
 from helix_django.transport.sse import RAW_STREAM_HEADERS, frame, log_unexpected, send_error
 
@@ -34,6 +37,13 @@ async def _sse(reader: ResumableReader) -> AsyncIterator[bytes]:
             yield frame(item, event=item["type"])
 
 
+def _admit(django_request: HttpRequest) -> Identity:
+    """The route's synchronous part, run inside the host's middleware: method, then authentication."""
+    if django_request.method != "GET":
+        raise MethodNotAllowedError()
+    return authenticate(django_request)
+
+
 class StreamConsumer:
     """ASGI app of the raw stream route (HTTP GET only)."""
 
@@ -44,11 +54,16 @@ class StreamConsumer:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Serve one request; see the module docstring."""
+        headers: list[tuple[bytes, bytes]] = []
         try:
-            if scope["method"] != "GET":
-                raise MethodNotAllowedError()
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            identity = await aauthenticate(scope, body)
+            answer = await sync_to_async(through_host)(scope, body, _admit)
+            if answer.response is not None:
+                await send_host_response(send, answer.response)
+                return
+            headers = answer.headers
+            identity = answer.unwrap()
+            headers = headers + identity.set_cookies
             session_id = validate_session_id(scope["url_route"]["kwargs"]["session_id"])
             from_sequence = request_cursor(scope) or 0
             try:
@@ -64,10 +79,10 @@ class StreamConsumer:
             return
         except Exception as exc:
             log_unexpected("stream route", exc)
-            await send_error(send, exc)
+            await send_error(send, exc, headers=headers)
             return
         reader = ResumableReader(
             manager, session.stream_id, from_sequence=from_sequence, wait_for_live=False, info=info
         )
         response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
-        await response.run(200, RAW_STREAM_HEADERS + identity.set_cookies, _sse(reader))
+        await response.run(200, RAW_STREAM_HEADERS + headers, _sse(reader))

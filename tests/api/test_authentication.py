@@ -7,15 +7,19 @@ from django.contrib.auth import get_user_model
 from django.test import modify_settings
 from rest_framework.test import APIClient
 
-from helix_django.api.ownership import authenticators
+from helix_django.api.policy import authenticators
 
 pytestmark = pytest.mark.django_db
 
 
 def test_token_auth_only_with_authtoken_installed():
-    assert [type(a).__name__ for a in authenticators()] == ["SessionAuthentication", "TokenAuthentication"]
+    assert [type(a).__name__ for a in authenticators()] == [
+        "SessionAuthentication",
+        "BasicAuthentication",
+        "TokenAuthentication",
+    ]
     with modify_settings(INSTALLED_APPS={"remove": "rest_framework.authtoken"}):
-        assert [type(a).__name__ for a in authenticators()] == ["SessionAuthentication"]
+        assert [type(a).__name__ for a in authenticators()] == ["SessionAuthentication", "BasicAuthentication"]
 
 
 def test_a_token_header_without_authtoken_is_a_typed_refusal_not_a_500():

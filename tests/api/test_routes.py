@@ -18,7 +18,9 @@ def client():
     return client
 
 
-@pytest.mark.parametrize("path", ["/helix/api/nope", "/helix/api/sessions/s1/runs/r1/explode", "/helix/api/x/y/z/"])
+@pytest.mark.parametrize(
+    "path", ["/helix/api/sessions/s1/nope", "/helix/api/sessions/s1/runs/r1/explode", "/helix/api/sessions/x/y/z/"]
+)
 @pytest.mark.parametrize("method", ["get", "post", "delete"])
 def test_unknown_paths_are_typed_404s(client, path, method):
     response = getattr(client, method)(path)
@@ -28,7 +30,7 @@ def test_unknown_paths_are_typed_404s(client, path, method):
 
 
 def test_anonymous_unknown_path_is_still_json():
-    response = APIClient().get("/helix/api/does-not-exist")
+    response = APIClient().get("/helix/api/sessions/s1/does-not-exist")
     assert response.status_code == 404
     assert response["Content-Type"].startswith("application/json")
 

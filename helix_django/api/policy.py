@@ -1,0 +1,81 @@
+"""The DRF policy of every helix route: authentication, permission and throttle classes (issue 19).
+
+Each list is ``HELIX["AUTHENTICATION_CLASSES"]`` / ``["PERMISSION_CLASSES"]`` /
+``["THROTTLE_CLASSES"]`` (import strings) when set, else the host's
+``REST_FRAMEWORK["DEFAULT_*_CLASSES"]``, so a host that authenticates with JWT, OAuth or
+Basic, or requires ``IsAuthenticated``, gets the same rules on helix's routes as on its own.
+When the host never named its authentication classes, DRF's defaults (Session, Basic)
+apply, plus ``TokenAuthentication`` where ``rest_framework.authtoken`` is installed.
+
+Helix's throttle scopes (``helix`` for the REST endpoints, ``helix_chat`` for the chat and
+stream routes) always have a rate: ``HELIX["THROTTLE_RATES"]`` (``None``: unlimited) under
+the host's ``DEFAULT_THROTTLE_RATES``, so a host whose defaults hold ``ScopedRateThrottle``
+without helix's scopes never gets ``ImproperlyConfigured``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.apps import apps
+from django.conf import settings
+from django.utils.module_loading import import_string
+from rest_framework.settings import api_settings
+
+from helix_django.conf import helix_settings
+
+#: Throttle scope of the REST endpoints.
+API_SCOPE = "helix"
+#: Throttle scope of the chat and raw stream routes.
+CHAT_SCOPE = "helix_chat"
+
+
+def _classes(helix_name: str, drf_name: str) -> list[type]:
+    configured = getattr(helix_settings, helix_name)
+    if configured is not None:
+        return [import_string(path) if isinstance(path, str) else path for path in configured]
+    return list(getattr(api_settings, drf_name))
+
+
+def authentication_classes() -> list[type]:
+    """Return the authentication classes of helix's routes (see the module docstring)."""
+    configured = helix_settings.AUTHENTICATION_CLASSES
+    host_named = "DEFAULT_AUTHENTICATION_CLASSES" in (getattr(settings, "REST_FRAMEWORK", None) or {})
+    classes = _classes("AUTHENTICATION_CLASSES", "DEFAULT_AUTHENTICATION_CLASSES")
+    if configured is None and not host_named and apps.is_installed("rest_framework.authtoken"):
+        from rest_framework.authentication import TokenAuthentication
+
+        classes.append(TokenAuthentication)
+    return classes
+
+
+def authenticators() -> list[Any]:
+    """Return one instance of each authentication class."""
+    return [cls() for cls in authentication_classes()]
+
+
+def permissions() -> list[Any]:
+    """Return the permission instances of helix's routes (the host's defaults unless HELIX names them)."""
+    return [cls() for cls in _classes("PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES")]
+
+
+def throttle_rates() -> dict[str, Any]:
+    """Return the host's ``DEFAULT_THROTTLE_RATES`` over helix's own scopes (``HELIX["THROTTLE_RATES"]``)."""
+    return {**helix_settings.THROTTLE_RATES, **api_settings.DEFAULT_THROTTLE_RATES}
+
+
+def throttles() -> list[Any]:
+    """Return the throttle instances of helix's routes, each reading :func:`throttle_rates`.
+
+    ``SimpleRateThrottle`` reads its rates from the class attribute ``THROTTLE_RATES``; the
+    instance gets the merged dict before its rate is looked up, so helix's scopes exist.
+    """
+    rates = throttle_rates()
+    result = []
+    for cls in _classes("THROTTLE_CLASSES", "DEFAULT_THROTTLE_CLASSES"):
+        throttle = cls.__new__(cls)
+        if hasattr(cls, "THROTTLE_RATES"):
+            throttle.THROTTLE_RATES = rates
+        throttle.__init__()
+        result.append(throttle)
+    return result

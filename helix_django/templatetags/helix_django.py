@@ -1,0 +1,58 @@
+"""Template tags of helix_django: ``{% load helix_django %}``."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from urllib.parse import urljoin
+
+from django import template
+from django.conf import settings
+from django.templatetags.static import static
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
+register = template.Library()
+
+_STATIC_DIR = Path(__file__).resolve().parent.parent / "static" / "helix_django"
+
+
+@cache
+def client_modules() -> tuple[str, ...]:
+    """Return the file names of the JS client's ES modules (``static/helix_django/*.js``), sorted."""
+    return tuple(sorted(path.name for path in _STATIC_DIR.glob("*.js")))
+
+
+def _static_base_url() -> str:
+    from django.apps import apps
+
+    if apps.is_installed("django.contrib.staticfiles"):
+        from django.contrib.staticfiles.storage import staticfiles_storage
+
+        return staticfiles_storage.base_url or "/"
+    return settings.STATIC_URL or "/"
+
+
+@register.simple_tag
+def helix_importmap() -> SafeString:
+    """Return a ``<script type="importmap">`` mapping each client module's plain URL to its stored URL.
+
+    The modules import each other by relative path (``./sse.js``). A storage that renames
+    files (``ManifestStaticFilesStorage``: ``sse.1a2b3c.js``) rewrites those imports only when
+    ``support_js_module_import_aggregation`` is on; without it a hashed ``client.js`` would
+    load the plain ``sse.js`` of whatever release is cached. The map sends every plain URL
+    to the URL ``{% static %}`` gives, so any storage works. Empty when nothing is renamed.
+    Place it before the first module script of the page.
+    """
+    base = _static_base_url()
+    imports = {}
+    for name in client_modules():
+        plain = urljoin(base, f"helix_django/{name}")
+        stored = static(f"helix_django/{name}")
+        if stored != plain:
+            imports[plain] = stored
+    if not imports:
+        return mark_safe("")  # noqa: S308 - a constant
+    payload = json.dumps({"imports": imports}).replace("<", "\\u003c")
+    return format_html('<script type="importmap">{}</script>', mark_safe(payload))  # noqa: S308 - escaped JSON

@@ -1,0 +1,159 @@
+"""Run the host site's Django request machinery in front of the chat and stream routes (issue 19).
+
+The chat and stream routes are raw ASGI apps (they stream, watch the disconnect and send
+heartbeats themselves), so Django's handler never runs for them. :func:`through_host`
+gives them what a Django view gets, in the one trip to the ORM's thread the route makes
+anyway:
+
+1. the ``Host`` header is validated against ``ALLOWED_HOSTS`` (``request.get_host()``),
+   a disallowed host is a typed 400 (``validation_error``, ``cause: host``);
+2. the host's ``MIDDLEWARE`` runs around the route's synchronous part (its "view":
+   authentication, permissions, throttles, the session read), exactly as Django's
+   ``BaseHandler`` runs it: ``process_request``/``__call__``, ``process_view`` (the view is
+   ``csrf_exempt`` like every DRF view; DRF's ``SessionAuthentication`` enforces CSRF for
+   cookie identities), ``process_exception`` and ``process_response``;
+3. when a middleware answers by itself (a CORS preflight, a redirect, its own 403), that
+   response is the route's answer, sent as it is; otherwise the headers the middleware added
+   to the view's placeholder response (``Access-Control-*``, ``Vary``, security headers,
+   ``Set-Cookie``) go onto the route's own response, streamed or refused.
+
+The middleware sees a placeholder ``200`` with an empty body, not the stream: middleware
+that rewrites bodies (GZip, ETags) leaves a streamed SSE response alone, as it must.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import DisallowedHost
+from django.core.handlers.asgi import ASGIRequest
+from django.core.handlers.base import BaseHandler
+from django.core.signals import setting_changed
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.views.decorators.csrf import csrf_exempt
+
+from helix_django.errors import ValidationError
+
+#: Headers of the placeholder that describe its (empty) body, never copied to the route's response.
+_BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding", "etag", "last-modified"})
+
+
+class _Placeholder(HttpResponse):
+    """The response the route's view returns inside the host's middleware (see the module docstring)."""
+
+
+@dataclasses.dataclass
+class HostAnswer:
+    """What the host's middleware made of one request of a helix route."""
+
+    response: HttpResponseBase | None = None
+    """The host's own answer (a middleware short-circuited the route): send it as it is."""
+    headers: list[tuple[bytes, bytes]] = dataclasses.field(default_factory=list)
+    """Headers the middleware added, for the route's own response (``Set-Cookie`` included)."""
+    value: Any = None
+    """What the route's view returned."""
+    error: BaseException | None = None
+    """What the route's view raised (re-raised by :meth:`unwrap`)."""
+
+    def unwrap(self) -> Any:
+        """Return the view's value, or raise the exception it raised."""
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+class _HostHandler(BaseHandler):
+    """The host's middleware chain around a helix route's view (synchronous mode)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.load_middleware(is_async=False)
+
+    def _get_response(self, request: HttpRequest) -> HttpResponseBase:
+        view = request._helix_view  # type: ignore[attr-defined]
+        for process_view in self._view_middleware:
+            response = process_view(request, view, (), {})
+            if response is not None:
+                return response
+        return view(request)
+
+
+_handler: _HostHandler | None = None
+
+
+def _get_handler() -> _HostHandler:
+    global _handler  # noqa: PLW0603 - one chain per process, rebuilt when MIDDLEWARE changes
+    if _handler is None:
+        _handler = _HostHandler()
+    return _handler
+
+
+def _reset_handler(*, setting: str, **kwargs: Any) -> None:
+    global _handler  # noqa: PLW0603
+    if setting == "MIDDLEWARE":
+        _handler = None
+
+
+setting_changed.connect(_reset_handler)
+
+
+def build_request(scope: dict[str, Any], body: bytes) -> HttpRequest:
+    """Return the Django request of an ASGI HTTP ``scope`` whose whole ``body`` was read."""
+    return ASGIRequest(scope, io.BytesIO(body))
+
+
+def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest], Any]) -> HostAnswer:
+    """Run ``view(request)`` inside the host's middleware; synchronous (call it in the ORM's thread).
+
+    Raises ValidationError (400, ``cause: host``) for a ``Host`` header ``ALLOWED_HOSTS``
+    refuses, before any middleware runs. Exceptions of ``view`` are returned in
+    :attr:`HostAnswer.error`, never rendered by Django.
+    """
+    request = build_request(scope, body)
+    try:
+        request.get_host()
+    except DisallowedHost as exc:
+        raise ValidationError("Invalid Host header", cause="host") from exc
+    answer = HostAnswer()
+
+    @csrf_exempt
+    def helix_view(inner: HttpRequest) -> HttpResponse:
+        try:
+            answer.value = view(inner)
+        except Exception as exc:  # rendered by the route, typed, with the middleware's headers
+            answer.error = exc
+        return _Placeholder()
+
+    request._helix_view = helix_view  # type: ignore[attr-defined]
+    response = _get_handler().get_response(request)
+    if not isinstance(response, _Placeholder):
+        answer.response = response
+        answer.error = answer.value = None
+        return answer
+    answer.headers = response_headers(response, skip=_BODY_HEADERS)
+    return answer
+
+
+def response_headers(response: HttpResponseBase, *, skip: frozenset[str] = frozenset()) -> list[tuple[bytes, bytes]]:
+    """Return the ASGI header list of a Django response (``Set-Cookie`` included), minus ``skip`` names."""
+    headers = [
+        (name.lower().encode("latin-1"), str(value).encode("latin-1"))
+        for name, value in response.items()
+        if name.lower() not in skip
+    ]
+    cookies = response.cookies.values()
+    headers += [(b"set-cookie", morsel.output(header="").strip().encode("latin-1")) for morsel in cookies]
+    return headers
+
+
+async def send_host_response(send: Any, response: HttpResponseBase) -> None:
+    """Send a Django response a host middleware returned (its body read whole)."""
+    if response.streaming:
+        body = b"".join(response.streaming_content)  # type: ignore[attr-defined, arg-type]
+    else:
+        body = response.content  # type: ignore[attr-defined]
+    await send({"type": "http.response.start", "status": response.status_code, "headers": response_headers(response)})
+    await send({"type": "http.response.body", "body": body})
