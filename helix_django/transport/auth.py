@@ -33,7 +33,6 @@ from helix_django.errors import (
     PermissionDeniedError,
     RateLimitedError,
 )
-from helix_django.orm import sync_to_async
 
 
 @dataclasses.dataclass
