@@ -64,12 +64,13 @@ def test_mark_interrupted_needs_permission_and_is_logged(staff_client, viewer_cl
 
 
 def test_cancel_keeps_partial_and_stays_cancelled(staff_client, viewer_client):
-    flight = interrupted("s-cancel")
+    flight = InFlight("s-cancel")
+    flight.stream_text("Partial answer text")
+    flight.expire()
     assert viewer_client.post(action_url(flight.run_id, inv.CANCEL)).status_code == 403
     staff_client.post(action_url(flight.run_id, inv.CANCEL))
     run = flight.run
     assert run.status == "cancelled" and run.cancel_requested_at is not None
-    assert run.provider_cancel_result == "no_operation"
     assert Message.objects.get(session_id="s-cancel", position=1).text == "Partial answer text"
     offers = inv.inventory(run)
     assert not offers[inv.CHECK_STATUS].is_available
@@ -77,6 +78,17 @@ def test_cancel_keeps_partial_and_stays_cancelled(staff_client, viewer_client):
     call_command("helix_recover")
     assert flight.run.status == "cancelled"
     assert history(flight.run_id) == ["Recovery action: Cancel -> cancelled"]
+
+
+def test_cancel_is_not_offered_on_an_ended_run(staff_client):
+    flight = interrupted("s-cancel-ended")
+    offer = inv.inventory(flight.run)[inv.CANCEL]
+    assert not offer.is_available
+    assert offer.reason == "The generation already ended: there is nothing left to stop."
+    page = staff_client.get(reverse("admin:helix_django_run_change", args=[quote(flight.run_id)])).content.decode()
+    assert '<button type="button" class="helix-action-unavailable" data-action="cancel" disabled' in page
+    staff_client.post(action_url(flight.run_id, inv.CANCEL))
+    assert flight.run.status == "interrupted"
 
 
 def test_keep_and_discard_partial(staff_client, viewer_client):
