@@ -76,6 +76,8 @@ DEFAULTS: dict[str, Any] = {
         },
         "BATCH_SIZE": 500,
     },
+    # Prometheus metrics (helix_django.metrics; needs prometheus_client): off unless True.
+    "METRICS": False,
     # Channel layer alias used for cross-process stream wake-ups.
     "CHANNEL_LAYER": "default",
 }
