@@ -13,7 +13,6 @@ Names (all prefixed ``helix_``):
 - ``runs_started_total{agent,kind}``, ``runs_ended_total{agent,status}`` (counters);
 - ``time_to_first_token_seconds{agent}``: run start to its first text/reasoning/tool chunk;
 - ``run_duration_seconds{agent,status}``: run start to its terminal commit;
-- ``delivery_lag_seconds``: a chunk's store time to its write on an SSE response;
 - ``recovery_actions_total{action,outcome}`` (counter);
 - ``runs_live{status}``, ``runs_stuck``, ``streams_live`` (gauges, read at scrape).
 """
@@ -28,7 +27,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 
 from helix_django.conf import helix_settings
 
-#: Histogram buckets in seconds (first token and delivery are sub-second to a few seconds).
+#: Histogram buckets in seconds (a first token comes within milliseconds to a few seconds).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 DURATION_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900)
 
@@ -61,12 +60,6 @@ def _build() -> dict[str, Any]:
             "Seconds from a run's start to its terminal commit.",
             ["agent", "status"],
             buckets=DURATION_BUCKETS,
-            registry=registry,
-        ),
-        "lag": Histogram(
-            "helix_delivery_lag_seconds",
-            "Seconds from a chunk's store to its write on an SSE response.",
-            buckets=LATENCY_BUCKETS,
             registry=registry,
         ),
         "actions": Counter(
@@ -145,12 +138,6 @@ def record_first_token(run: Any) -> None:
     if is_enabled():
         started = (run.started_at or run.created_at).timestamp()
         metrics()["ttft"].labels(run.agent).observe(max(0.0, time.time() - started))
-
-
-def record_delivery(stored_at_ms: int) -> None:
-    """Record the delivery lag of one chunk stored at ``stored_at_ms`` (epoch ms) and written now."""
-    if is_enabled():
-        metrics()["lag"].observe(max(0.0, time.time() - stored_at_ms / 1000))
 
 
 def connect_signals() -> None:
