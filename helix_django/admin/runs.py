@@ -7,13 +7,15 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, Case, Count, QuerySet, Value, When
 from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from helix_django.admin import display, views
+from helix_django.admin import dashboard, display, views
 from helix_django.admin.filters import ATTENTION, AttentionFilter, StuckFilter
 from helix_django.admin.texts import TITLES
 from helix_django.admin.timeline import change_page_context
@@ -64,6 +66,7 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = (AttentionFilter, "status", StuckFilter, "provider")
     ordering = ("-created_at",)
     change_form_template = "admin/helix_django/run/change_form.html"
+    change_list_template = "admin/helix_django/run/change_list.html"
     actions = tuple(_bulk(action) for action in BULK_ACTIONS)
     #: Never shown: provider continuation state may be opaque or encrypted (000, "Reasoning state").
     exclude = ("continuation", "input_hash")
@@ -229,6 +232,7 @@ class RunAdmin(admin.ModelAdmin):
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view
         return [
+            path("dashboard/", wrap(self.dashboard_view), name="helix_django_run_dashboard"),
             path(
                 "<path:object_id>/recovery/<str:action>/",
                 wrap(lambda request, object_id, action: views.confirm_action(self, request, object_id, action)),
@@ -243,6 +247,13 @@ class RunAdmin(admin.ModelAdmin):
             ),
             *super().get_urls(),
         ]
+
+    def dashboard_view(self, request: HttpRequest) -> TemplateResponse:
+        """The operations dashboard (view permission on runs)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        extra = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": _("Generations dashboard")}
+        return TemplateResponse(request, "admin/helix_django/run/dashboard.html", {**extra, **dashboard.context()})
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
