@@ -113,7 +113,7 @@ def timings(run: Run, chunks: list[tuple[int, dict[str, Any]]]) -> list[tuple[st
         return "—" if ms is None else display.duration(max(0.0, ms / 1000 - started.timestamp()))
 
     return [
-        (_("Waited to start"), display.duration((started - run.created_at).total_seconds())),
+        (_("Waited to start"), display.duration(max(0.0, (started - run.created_at).total_seconds()))),
         (_("Time to first token"), since_start(first_token)),
         (_("Longest gap between chunks"), display.duration(max(gaps) / 1000) if gaps else "—"),
         (_("Duration"), display.duration((end - started).total_seconds()) if end else _("still running")),
