@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.utils import timezone as dj_timezone
 from django.utils.translation import gettext as _
 
 from helix_django.admin import display
@@ -51,6 +52,12 @@ class TimelineEntry:
     def at(self) -> datetime | None:
         """The time of the entry's first chunk (aware, UTC)."""
         return None if self.at_ms is None else datetime.fromtimestamp(self.at_ms / 1000, tz=timezone.utc)
+
+    @property
+    def clock(self) -> str:
+        """The time of the entry's first chunk in the current time zone, to the millisecond ('' when unknown)."""
+        at = self.at
+        return "" if at is None else f"{dj_timezone.localtime(at):%H:%M:%S.%f}"[:-3]
 
     @property
     def gap(self) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
 import pytest
 from django.contrib.admin.utils import quote
@@ -164,6 +165,10 @@ def test_timeline_shows_times_gaps_and_stalls(staff_client):
     flight.write([{"type": "text-delta", "id": "t1", "delta": "x", WRITTEN_AT_KEY: base + STALL_MS + 2000}])
     page = _change(staff_client, flight.run_id)
     assert '<td class="helix-gap-stall">+7.0 s stall</td>' in page
+    clock = (
+        f"{timezone.localtime(datetime.fromtimestamp((base + STALL_MS + 2000) / 1000, tz=dt_timezone.utc)):%H:%M:%S.%f}"
+    )
+    assert f">{clock[:-3]}</time>" in page
     assert "Time to first token" in page and "Longest gap between chunks" in page and "7.0 s" in page
 
 
