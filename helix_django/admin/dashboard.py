@@ -158,8 +158,7 @@ def status_bars(counts: dict[str, int], *, width: int = 420) -> SafeString:
         ),
     )
     return format_html(
-        '<svg class="helix-chart" role="img" width="{}" height="{}" viewBox="0 0 {} {}">{}</svg>',
-        width,
+        '<svg class="helix-chart" role="img" height="{}" viewBox="0 0 {} {}">{}</svg>',
         len(items) * 24,
         width,
         len(items) * 24,
@@ -199,7 +198,7 @@ def hourly_chart(hourly: list[tuple[datetime, dict[str, int]]], *, height: int =
                 format_html('<text x="{}" y="{}">{}</text>', i * 20, height + 14, f"{timezone.localtime(hour):%H:00}")
             )
     return format_html(
-        '<svg class="helix-chart" role="img" width="480" height="{}" viewBox="0 0 480 {}">{}</svg>',
+        '<svg class="helix-chart" role="img" height="{}" viewBox="0 0 480 {}">{}</svg>',
         height + 18,
         height + 18,
         format_html_join("", "{}", ((p,) for p in parts)),
@@ -218,7 +217,7 @@ def minute_chart(minutes: list[int], *, height: int = 60) -> SafeString:
         ),
     )
     return format_html(
-        '<svg class="helix-chart" role="img" width="480" height="{}" viewBox="0 0 480 {}">{}</svg>',
+        '<svg class="helix-chart" role="img" height="{}" viewBox="0 0 480 {}">{}</svg>',
         height,
         height,
         bars,
