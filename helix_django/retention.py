@@ -47,6 +47,8 @@ class PurgeReport:
     checkpoints: int = 0
     messages: int = 0
     dry_run: bool = False
+    doomed: set[str] = dataclasses.field(default_factory=set, repr=False)
+    """Sessions a dry run counted as deleted: the later steps leave them out, as a real run would."""
 
     def lines(self) -> list[str]:
         """Return one ``"<kind>: <count>"`` line per kind, in a fixed order."""
@@ -103,7 +105,7 @@ def purge_streams(report: PurgeReport, *, now: datetime, hours: float | None, ba
     if hours is None:
         return
     manager = get_stream_manager()
-    candidates = ChatSession.objects.filter(_ended(now, hours))
+    candidates = ChatSession.objects.filter(_ended(now, hours)).exclude(pk__in=report.doomed)
     for keys in _batches(candidates, batch):
         for session_id, run_id in candidates.filter(pk__in=keys).values_list("pk", "current_run_id"):
             info = async_to_sync(manager.get_info)(session_id)
@@ -127,7 +129,7 @@ def purge_runs(report: PurgeReport, status: str, *, now: datetime, days: float, 
     old = Run.objects.filter(status=status).filter(
         Q(finished_at__lt=cutoff) | Q(finished_at__isnull=True, created_at__lt=cutoff)
     )
-    candidates = old.exclude(pk__in=current)
+    candidates = old.exclude(pk__in=current).exclude(session_id__in=report.doomed)
     for keys in _batches(candidates, batch):
         with transaction.atomic():
             runs = candidates.filter(pk__in=keys)  # re-checked: a run that became current again stays
@@ -159,7 +161,9 @@ def purge_sessions(report: PurgeReport, status: str, *, now: datetime, days: flo
             report.runs += Run.objects.filter(session__in=sessions).count()
             report.sessions += len(sessions)
             report.streams += len(sessions)
-            if not report.dry_run:
+            if report.dry_run:
+                report.doomed.update(s.pk for s in sessions)
+            else:
                 # ChatSession's post_delete purges each stream once the deletion commits.
                 ChatSession.objects.filter(pk__in=[s.pk for s in sessions]).delete()
 

@@ -87,11 +87,13 @@ def test_old_ended_runs_go_and_the_conversation_rows_they_wrote_stay(settings):
 
 
 def test_whole_conversations_go_when_messages_are_not_kept(settings):
-    retention(settings, CHUNKS_AFTER_HOURS=None, RUNS={"completed": {"AFTER_DAYS": 7, "KEEP_MESSAGES": False}})
+    retention(settings, CHUNKS_AFTER_HOURS=48, RUNS={"completed": {"AFTER_DAYS": 7, "KEEP_MESSAGES": False}})
     finished("s-gone", age=timedelta(days=8))
     finished("s-stays", age=timedelta(days=1))
     rows = Message.objects.filter(session_id="s-gone").count()
+    dry = purge(dry_run=True)
     report = purge()
+    assert dry.lines() == [line.replace("purged", "would purge") for line in report.lines()]
     assert (report.sessions, report.runs, report.messages) == (1, 1, rows)
     assert not ChatSession.objects.filter(pk="s-gone").exists()
     assert chunks("s-gone") == 0  # the stream manager purged the deleted session's stream
