@@ -68,6 +68,23 @@ DEFAULTS: dict[str, Any] = {
     "COALESCE_DELTAS": True,
     # Whether anonymous visitors may chat (their sessions belong to their Django session).
     "ALLOW_ANONYMOUS": False,
+    # manage.py helix_purge (helix_django.retention): stored chunks of a session whose last run
+    # ended and committed, after CHUNKS_AFTER_HOURS idle (None: never); ended runs by status after
+    # AFTER_DAYS (None: never), keeping their conversation rows (KEEP_MESSAGES) or deleting the
+    # whole conversation once its current run ended so (KEEP_MESSAGES: False); rows per delete.
+    "RETENTION": {
+        "CHUNKS_AFTER_HOURS": 24,
+        "RUNS": {
+            "completed": {"AFTER_DAYS": None, "KEEP_MESSAGES": True},
+            "superseded": {"AFTER_DAYS": 30, "KEEP_MESSAGES": True},
+            "cancelled": {"AFTER_DAYS": None, "KEEP_MESSAGES": True},
+            "failed": {"AFTER_DAYS": None, "KEEP_MESSAGES": True},
+            "interrupted": {"AFTER_DAYS": None, "KEEP_MESSAGES": True},
+        },
+        "BATCH_SIZE": 500,
+    },
+    # Prometheus metrics (helix_django.metrics; needs prometheus_client): off unless True.
+    "METRICS": False,
     # Channel layer alias used for cross-process stream wake-ups.
     "CHANNEL_LAYER": "default",
     # Seconds a live run's database writes are retried through a transient failure (the

@@ -1,10 +1,13 @@
-"""Take docs/screenshot.png: the example site's chat page mid-conversation, in headless Chromium.
+"""Take the README's screenshots: the chat page mid-answer and the support console, in headless Chromium.
 
     .venv/bin/python scripts/screenshot.py [--out docs/screenshot.png]
 
-Runs the example site on a throw-away SQLite file (migrate, a user, daphne on a free
+Runs the example site on a throw-away SQLite file (migrate, the demo user, daphne on a free
 port), has one finished exchange and a second answer still streaming, and shoots the page
-while that answer is being written. Needs Debian's Chromium at /usr/bin/chromium.
+while that answer is being written (``--out``). Then, as support staff would, it marks
+that live answer interrupted in the admin and shoots the generations list
+(docs/admin-list.png), the run page (docs/admin-run.png) and the dashboard
+(docs/admin-dashboard.png), all at 1280 px. Needs Debian's Chromium at /usr/bin/chromium.
 """
 
 from __future__ import annotations
@@ -42,6 +45,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def shoot_admin(page, base: str, out: Path) -> None:
+    """Mark the live answer interrupted from the admin, then shoot the list, the run page and the dashboard."""
+    page.goto(base + "/admin/helix_django/run/?view=all")
+    page.locator("#result_list tbody tr:has([data-status=streaming]) th a").first.click()
+    page.locator("a[data-action=mark_interrupted]").click()
+    page.click("input[type=submit]")  # the confirmation page: "Yes, Mark interrupted"
+    page.wait_for_selector(".helix-badge[data-status=interrupted]")
+    page.screenshot(path=str(out / "admin-run.png"), full_page=True)
+    page.goto(base + "/admin/helix_django/run/?view=all")  # the default view lists only what needs attention
+    page.wait_for_selector("#result_list")
+    page.screenshot(path=str(out / "admin-list.png"))
+    page.goto(base + "/admin/helix_django/run/dashboard/")
+    page.screenshot(path=str(out / "admin-dashboard.png"), full_page=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshot.png"))
@@ -59,9 +77,11 @@ def main() -> None:
     python = sys.executable
     subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)  # noqa: S603
     password = "screenshot-" + os.urandom(6).hex()
-    create = (
+    create = (  # staff with helix_django's permissions, as manage.py demo_user makes the demo user
         "from django.contrib.auth import get_user_model;"
-        f"get_user_model().objects.create_user('ada', password='{password}', is_staff=True)"
+        "from django.contrib.auth.models import Permission;"
+        f"u = get_user_model().objects.create_user('ada', password='{password}', is_staff=True);"
+        "u.user_permissions.set(Permission.objects.filter(content_type__app_label='helix_django'))"
     )
     subprocess.run([python, "manage.py", "shell", "-c", create], cwd=ROOT, env=env, check=True)  # noqa: S603
     port = free_port()
@@ -101,11 +121,12 @@ def main() -> None:
             )
             Path(args.out).parent.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=args.out)
+            shoot_admin(page, base, Path(args.out).parent)
             browser.close()
     finally:
         server.terminate()
         server.wait(10)
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} and the admin-*.png next to it")
 
 
 if __name__ == "__main__":

@@ -5,22 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import quote, unquote
 from django.contrib.auth import get_user_model
-from django.db.models import Count, QuerySet
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.db.models import BooleanField, Case, Count, QuerySet, Value, When
+from django.http import HttpRequest, HttpResponseRedirect
+from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
-from django.utils.timesince import timesince
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from helix_django.admin import views
-from helix_django.admin.filters import StuckFilter
+from helix_django.admin import dashboard, display, views
+from helix_django.admin.filters import ATTENTION, AttentionFilter, StuckFilter
 from helix_django.admin.texts import TITLES
 from helix_django.admin.timeline import change_page_context
 from helix_django.models import Run
 from helix_django.recovery import inventory as inv
 
+#: Display methods of the change page (read-only fields that format a stored value for people).
+DETAIL_DISPLAYS = (
+    "status_badge",
+    "partial_output",
+    "error_summary",
+    "cancel_requested",
+    "lease_expires",
+    "last_event_exact",
+    "created",
+    "started",
+    "finished",
+)
 #: Actions offered in bulk from the changelist (each goes through a confirmation page).
 BULK_ACTIONS = (inv.CHECK_STATUS, inv.MARK_INTERRUPTED, inv.CANCEL, inv.KEEP_PARTIAL, inv.DISCARD_PARTIAL)
 
@@ -38,54 +51,74 @@ class RunAdmin(admin.ModelAdmin):
     """Runs, titled "generations" for people. Read-only: only recovery actions change them."""
 
     list_display = (
-        "id",
-        "session",
-        "status",
-        "attempt",
+        "status_badge",
+        "short_id",
+        "session_title",
+        "owner",
+        "last_event",
         "age",
-        "last_event_at",
-        "provider",
-        "model",
-        "partial_chars",
+        "attempt",
+        "partial_output",
         "tool_count",
     )
+    list_display_links = ("short_id",)
     list_select_related = ("session", "session__owner")
-    list_filter = ("status", StuckFilter, "provider")
-
-    def get_search_fields(self, request: Any) -> tuple[str, ...]:
-        """Search by ids, request key, operation id and the owner's ``USERNAME_FIELD`` (any user model)."""
-        owner = f"session__owner__{get_user_model().USERNAME_FIELD}"
-        return ("id", "session__id", owner, "request_key", "provider_operation_id")
-
+    list_filter = (AttentionFilter, "status", StuckFilter, "provider")
     ordering = ("-created_at",)
     change_form_template = "admin/helix_django/run/change_form.html"
+    change_list_template = "admin/helix_django/run/change_list.html"
     actions = tuple(_bulk(action) for action in BULK_ACTIONS)
     #: Never shown: provider continuation state may be opaque or encrypted (000, "Reasoning state").
     exclude = ("continuation", "input_hash")
 
+    class Media:
+        css = {"all": ("helix_django/admin.css",)}
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
-        return super().get_queryset(request).annotate(tool_count=Count("tool_executions"))
+        stuck = Case(When(inv.stuck_q(), then=Value(True)), default=Value(False), output_field=BooleanField())
+        return super().get_queryset(request).annotate(tool_count=Count("tool_executions"), is_stuck=stuck)
+
+    def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
+        """Ids, request key, operation id, and the owner by the user model's ``USERNAME_FIELD``."""
+        owner = f"session__owner__{get_user_model().USERNAME_FIELD}"
+        return ("id", "session__id", "session__title", owner, "request_key", "provider_operation_id")
+
+    def changelist_view(self, request: HttpRequest, extra_context: dict | None = None) -> Any:
+        """Open on the **Needs attention** view when no filter, search or ordering is given."""
+        if request.method == "GET" and not request.GET:
+            return HttpResponseRedirect(f"{request.path}?{AttentionFilter.parameter_name}={ATTENTION}")
+        return super().changelist_view(request, extra_context)
 
     fieldsets = (
         (
             None,
-            {"fields": ("id", "session", "status", "kind", "attempt", "turn_message_id", "agent", "provider", "model")},
+            {
+                "fields": (
+                    "id",
+                    "session",
+                    "status_badge",
+                    "kind",
+                    "attempt",
+                    "turn_message_id",
+                    "agent",
+                    "provider",
+                    "model",
+                )
+            },
         ),
         (
             _("Interruption and recovery"),
             {
                 "fields": (
                     "interrupted_stage",
-                    "partial_chars",
+                    "partial_output",
                     "recovery_action",
                     "is_continuation_valid",
                     "provider_operation_id",
-                    "cancel_requested_at",
+                    "cancel_requested",
+                    "cancelled_by",
                     "provider_cancel_result",
-                    "error_code",
-                    "error_category",
-                    "error_retryable",
-                    "error_message",
+                    "error_summary",
                 )
             },
         ),
@@ -95,11 +128,11 @@ class RunAdmin(admin.ModelAdmin):
                 "classes": ("collapse",),
                 "fields": (
                     "lease_owner",
-                    "lease_expires_at",
-                    "last_event_at",
-                    "created_at",
-                    "started_at",
-                    "finished_at",
+                    "lease_expires",
+                    "last_event_exact",
+                    "created",
+                    "started",
+                    "finished",
                 ),
             },
         ),
@@ -113,7 +146,7 @@ class RunAdmin(admin.ModelAdmin):
     )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        return [f.name for f in Run._meta.fields if f.name not in self.exclude]
+        return [f.name for f in Run._meta.fields if f.name not in self.exclude] + list(DETAIL_DISPLAYS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -129,9 +162,69 @@ class RunAdmin(admin.ModelAdmin):
         """Whether the user may run recovery actions (``helix_django.reconcile_run``)."""
         return request.user.has_perm("helix_django.reconcile_run")
 
+    @admin.display(description=_("status"), ordering="status")
+    def status_badge(self, obj: Run) -> str:
+        return display.status_badge(obj.status, obj.get_status_display(), is_stuck=getattr(obj, "is_stuck", False))
+
+    @admin.display(description=_("generation"), ordering="id")
+    def short_id(self, obj: Run) -> str:
+        return format_html('<span class="helix-id" title="{}">{}</span>', obj.id, display.short_id(obj.id))
+
+    @admin.display(description=_("conversation"), ordering="session__title")
+    def session_title(self, obj: Run) -> str:
+        return display.session_title(obj.session)
+
+    @admin.display(description=_("owner"), ordering="session__owner")
+    def owner(self, obj: Run) -> str:
+        return display.owner(obj.session)
+
+    @admin.display(description=_("last event"), ordering="last_event_at")
+    def last_event(self, obj: Run) -> str:
+        return display.timestamp(obj.last_event_at, short=True)
+
     @admin.display(description=_("age"), ordering="created_at")
     def age(self, obj: Run) -> str:
-        return timesince(obj.created_at, timezone.now())
+        return display.timestamp(obj.created_at, short=True)
+
+    @admin.display(description=_("partial chars"), ordering="partial_chars")
+    def partial_output(self, obj: Run) -> str:
+        """The stored partial size of an ended run; a live run's text is still growing (see its page)."""
+        if obj.is_live:
+            return format_html('<span title="{}">{}</span>', _("still being written: open it to see the text"), "…")
+        return str(obj.partial_chars) if obj.partial_chars else "—"
+
+    @admin.display(description=_("error"))
+    def error_summary(self, obj: Run) -> str:
+        """The scrubbed error (code, category, whether retrying may help), or "—" for a run without one."""
+        if not obj.error_code:
+            return "—"
+        retry = _("retrying may help") if obj.error_retryable else _("retrying will not help")
+        parts = [obj.error_code, obj.error_category, retry, obj.error_message]
+        return " · ".join(str(p) for p in parts if p)
+
+    @admin.display(description=_("lease expires"))
+    def lease_expires(self, obj: Run) -> str:
+        return display.timestamp(obj.lease_expires_at)
+
+    @admin.display(description=_("last event"))
+    def last_event_exact(self, obj: Run) -> str:
+        return display.timestamp(obj.last_event_at)
+
+    @admin.display(description=_("created"))
+    def created(self, obj: Run) -> str:
+        return display.timestamp(obj.created_at)
+
+    @admin.display(description=_("started"))
+    def started(self, obj: Run) -> str:
+        return display.timestamp(obj.started_at)
+
+    @admin.display(description=_("finished"))
+    def finished(self, obj: Run) -> str:
+        return display.timestamp(obj.finished_at)
+
+    @admin.display(description=_("cancel requested"))
+    def cancel_requested(self, obj: Run) -> str:
+        return display.timestamp(obj.cancel_requested_at)
 
     @admin.display(description=_("tools"), ordering="tool_count")
     def tool_count(self, obj: Run) -> int:
@@ -140,6 +233,7 @@ class RunAdmin(admin.ModelAdmin):
     def get_urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view
         return [
+            path("dashboard/", wrap(self.dashboard_view), name="helix_django_run_dashboard"),
             path(
                 "<path:object_id>/recovery/<str:action>/",
                 wrap(lambda request, object_id, action: views.confirm_action(self, request, object_id, action)),
@@ -155,6 +249,13 @@ class RunAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
+    def dashboard_view(self, request: HttpRequest) -> TemplateResponse:
+        """The operations dashboard (view permission on runs)."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        extra = {**self.admin_site.each_context(request), "opts": self.model._meta, "title": _("Generations dashboard")}
+        return TemplateResponse(request, "admin/helix_django/run/dashboard.html", {**extra, **dashboard.context()})
+
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict | None = None
     ) -> Any:
@@ -169,10 +270,13 @@ class RunAdmin(admin.ModelAdmin):
                     "title": TITLES[action],
                     "is_available": offers[action].is_available,
                     "reason": offers[action].reason,
-                    "url": reverse("admin:helix_django_run_recovery", args=[run.pk, action]),
+                    "url": reverse("admin:helix_django_run_recovery", args=[quote(run.pk), action]),
+                    "is_disruptive": action == inv.MARK_INTERRUPTED and not inv.is_lease_expired(run),
                 }
                 for action in inv.ACTIONS
             ]
             extra["can_reconcile"] = self.has_reconcile_permission(request)
+            extra["is_live"] = run.is_live
+            extra["status_badge"] = self.status_badge(run)
             extra["blocking_tool_ids"] = {e.pk for e in inv.blocking_tools(extra["tool_executions"])}
         return super().change_view(request, object_id, form_url, extra_context=extra)

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
+from helix_django.admin import display
 from helix_django.models import ChatSession, Message, Run
 
 
@@ -65,13 +66,29 @@ class RunInline(admin.TabularInline):
 class ChatSessionAdmin(admin.ModelAdmin):
     """Sessions: who owns them, which agent, how their current generation is doing."""
 
-    list_display = ("id", "owner", "agent", "current_run_status", "message_count", "updated_at")
+    list_display = ("conversation", "owner_name", "agent", "current_run_status", "message_count", "updated")
+    list_display_links = ("conversation",)
     list_select_related = ("owner", "current_run")
     list_filter = ("agent",)
 
-    def get_search_fields(self, request: Any) -> tuple[str, ...]:
-        """Search by id, title and the owner's ``USERNAME_FIELD`` (any user model: email, username, ...)."""
-        return ("id", f"owner__{get_user_model().USERNAME_FIELD}", "title")
+    class Media:
+        css = {"all": ("helix_django/admin.css",)}
+
+    def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
+        """The id, the title, and the owner by the user model's ``USERNAME_FIELD``."""
+        return ("id", "title", f"owner__{get_user_model().USERNAME_FIELD}")
+
+    @admin.display(description=_("conversation"), ordering="title")
+    def conversation(self, obj: ChatSession) -> str:
+        return display.session_title(obj)
+
+    @admin.display(description=_("owner"), ordering="owner")
+    def owner_name(self, obj: ChatSession) -> str:
+        return display.owner(obj)
+
+    @admin.display(description=_("updated"), ordering="updated_at")
+    def updated(self, obj: ChatSession) -> str:
+        return display.timestamp(obj.updated_at, short=True)
 
     readonly_fields = ("id", "owner", "anonymous_key", "current_run", "message_count", "created_at", "updated_at")
     fields = (
@@ -99,6 +116,7 @@ class ChatSessionAdmin(admin.ModelAdmin):
         loaded with the page, undoing a run-start commit made meanwhile."""
         obj.save(update_fields=["title", "updated_at"])
 
-    @admin.display(description=_("current run"), ordering="current_run__status")
+    @admin.display(description=_("current generation"), ordering="current_run__status")
     def current_run_status(self, obj: ChatSession) -> str:
-        return obj.current_run.get_status_display() if obj.current_run else "—"
+        run = obj.current_run
+        return display.status_badge(run.status, run.get_status_display()) if run else "—"

@@ -7,50 +7,144 @@ tool executions (the stream manager reads chunks in batches of 1 000).
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from datetime import datetime, timezone
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.utils import timezone as dj_timezone
+from django.utils.translation import gettext as _
 
+from helix_django.admin import display
 from helix_django.errors import HelixError
 from helix_django.models import Run
 from helix_django.recovery.partial import apply_chunks, aread_run_chunks, base_message, current_row, text_chars
+from helix_django.streams.writer import WRITTEN_AT_KEY
 
 #: Timeline entries shown at most (runs of the same chunk type are folded into one entry).
 MAX_TIMELINE_ENTRIES = 40
 
 
+#: A gap between two chunks longer than this is a stall: it starts a new timeline entry, shown in red.
+STALL_MS = 5000
+#: Chunk types whose first occurrence is the run's first token.
+TOKEN_TYPES = frozenset({"text-delta", "reasoning-delta", "tool-input-start", "tool-input-available"})
+
+
 @dataclasses.dataclass
 class TimelineEntry:
-    """One folded run of chunks of the same type: ``first``..``last`` sequence, ``count`` chunks."""
+    """One folded run of chunks of the same type: ``first``..``last`` sequence, ``count`` chunks.
+
+    ``at_ms`` is when the first of them was stored (epoch ms, None for chunks written
+    without a time); ``gap_ms`` the time since the previous entry's last chunk.
+    """
 
     type: str
     first: int
     last: int
     count: int
     note: str = ""
+    at_ms: int | None = None
+    last_ms: int | None = None
+    gap_ms: int | None = None
+
+    @property
+    def at(self) -> datetime | None:
+        """The time of the entry's first chunk (aware, UTC)."""
+        return None if self.at_ms is None else datetime.fromtimestamp(self.at_ms / 1000, tz=timezone.utc)
+
+    @property
+    def clock(self) -> str:
+        """The time of the entry's first chunk in the current time zone, to the millisecond ('' when unknown)."""
+        at = self.at
+        return "" if at is None else f"{dj_timezone.localtime(at):%H:%M:%S.%f}"[:-3]
+
+    @property
+    def gap(self) -> str:
+        """The gap before this entry, as a short duration ('' when unknown)."""
+        return "" if self.gap_ms is None else "+" + display.duration(self.gap_ms / 1000)
+
+    @property
+    def is_stall(self) -> bool:
+        """Whether nothing was stored for longer than :data:`STALL_MS` before this entry."""
+        return self.gap_ms is not None and self.gap_ms > STALL_MS
+
+
+def _note(kind: str, chunk: dict[str, Any]) -> str:
+    if kind == "error":
+        return str((chunk.get("helixError") or {}).get("code", ""))
+    if kind == "helix-run-end":
+        return str(chunk.get("status", ""))
+    if kind in ("tool-input-available", "tool-output-available", "tool-output-error"):
+        return str(chunk.get("toolName") or chunk.get("toolCallId", ""))
+    return ""
 
 
 def build_timeline(chunks: list[tuple[int, dict[str, Any]]]) -> tuple[list[TimelineEntry], int]:
     """Fold consecutive chunks of one type; return (the last ``MAX_TIMELINE_ENTRIES`` entries, entries omitted).
 
-    Notes carry only types, statuses and error codes, never text.
+    A stall (a gap over :data:`STALL_MS`) always starts a new entry. Notes carry only types,
+    statuses and error codes, never text.
     """
     entries: list[TimelineEntry] = []
+    previous_ms: int | None = None
     for sequence, chunk in chunks:
         kind = chunk.get("type", "?")
-        note = ""
-        if kind == "error":
-            note = str((chunk.get("helixError") or {}).get("code", ""))
-        elif kind == "helix-run-end":
-            note = str(chunk.get("status", ""))
-        elif kind in ("tool-input-available", "tool-output-available", "tool-output-error"):
-            note = str(chunk.get("toolName") or chunk.get("toolCallId", ""))
-        if entries and entries[-1].type == kind and not note and not entries[-1].note:
-            entries[-1].last, entries[-1].count = sequence, entries[-1].count + 1
+        note = _note(kind, chunk)
+        at_ms = chunk.get(WRITTEN_AT_KEY)
+        at_ms = at_ms if isinstance(at_ms, int) else None
+        gap = at_ms - previous_ms if at_ms is not None and previous_ms is not None else None
+        last = entries[-1] if entries else None
+        if last and last.type == kind and not note and not last.note and not (gap is not None and gap > STALL_MS):
+            last.last, last.count = sequence, last.count + 1
+            last.last_ms = at_ms if at_ms is not None else last.last_ms
         else:
-            entries.append(TimelineEntry(kind, sequence, sequence, 1, note))
+            entries.append(TimelineEntry(kind, sequence, sequence, 1, note, at_ms, at_ms, gap))
+        previous_ms = at_ms if at_ms is not None else previous_ms
     omitted = max(0, len(entries) - MAX_TIMELINE_ENTRIES)
     return entries[omitted:], omitted
+
+
+def timings(run: Run, chunks: list[tuple[int, dict[str, Any]]]) -> list[tuple[str, str]]:
+    """Return ``[(label, value)]``: waited to start, time to first token, longest stall, duration.
+
+    Durations come from the run's own times and the chunks' store times; "—" when unknown.
+    """
+    times = [(c.get("type"), c.get(WRITTEN_AT_KEY)) for _, c in chunks if isinstance(c.get(WRITTEN_AT_KEY), int)]
+    started = run.started_at or run.created_at
+    first_token = next((ms for kind, ms in times if kind in TOKEN_TYPES), None)
+    gaps = [b[1] - a[1] for a, b in itertools.pairwise(times)]
+    end = run.finished_at or (run.last_event_at if run.is_terminal else None)
+
+    def since_start(ms: int | None) -> str:
+        return "—" if ms is None else display.duration(max(0.0, ms / 1000 - started.timestamp()))
+
+    return [
+        (_("Waited to start"), display.duration(max(0.0, (started - run.created_at).total_seconds()))),
+        (_("Time to first token"), since_start(first_token)),
+        (_("Longest gap between chunks"), display.duration(max(gaps) / 1000) if gaps else "—"),
+        (_("Duration"), display.duration((end - started).total_seconds()) if end else _("still running")),
+    ]
+
+
+def _live_message(run: Run, chunks: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    # The same rebuild as the relaunch scan, with the ORM reads done here (sync).
+    base, after = base_message(run)
+    return apply_chunks(base, run.response_message_id, [(s, c) for s, c in chunks if s > after]).snapshot(close=True)
+
+
+def shown_chars(run: Run) -> int:
+    """Return the characters of the response the run page shows: live text so far, or ``partial_chars``.
+
+    Both count text and reasoning (:func:`~helix_django.recovery.partial.text_chars`), so the
+    confirmation pages and the run page never disagree. 0 when the stream cannot be read.
+    """
+    if not run.is_live:
+        return run.partial_chars
+    try:
+        return text_chars(_live_message(run, async_to_sync(aread_run_chunks)(run)))
+    except HelixError:
+        return 0
 
 
 def change_page_context(run: Run) -> dict[str, Any]:
@@ -58,22 +152,19 @@ def change_page_context(run: Run) -> dict[str, Any]:
     context: dict[str, Any] = {"stream_error": ""}
     try:
         chunks = async_to_sync(aread_run_chunks)(run)
-        if run.is_live:
-            # The same rebuild as the relaunch scan, with the ORM reads done here (sync).
-            base, after = base_message(run)
-            message: dict[str, Any] | None = apply_chunks(
-                base, run.response_message_id, [(seq, c) for seq, c in chunks if seq > after]
-            ).snapshot(close=True)
-        else:
-            message = current_row(run)
+        message = _live_message(run, chunks) if run.is_live else current_row(run)
     except HelixError as exc:
         chunks, message = [], current_row(run)
         context["stream_error"] = exc.code
     parts = (message or {}).get("parts") or []
+    # The count shown is text_chars (text and reasoning, the rule of Run.partial_chars), so both
+    # are shown: the count always matches the characters on the page.
     context["response_text"] = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
+    context["response_reasoning"] = "".join(p.get("text", "") for p in parts if p.get("type") == "reasoning")
     context["response_chars"] = text_chars(message) if message else 0
     context["response_is_partial"] = run.status != "completed"
     context["timeline"], context["timeline_omitted"] = build_timeline(chunks)
+    context["timings"] = timings(run, chunks)
     context["chunk_count"] = len(chunks)
     context["tool_executions"] = list(run.tool_executions.all())
     context["checkpoints"] = list(run.checkpoints.order_by("id"))

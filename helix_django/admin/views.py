@@ -21,6 +21,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 
 from helix_django.admin.texts import EFFECTS, TITLES
+from helix_django.admin.timeline import shown_chars
 from helix_django.errors import HelixError
 from helix_django.models import Run, ToolExecution, ToolExecutionStatus
 from helix_django.recovery import inventory as inv
@@ -53,9 +54,16 @@ def _confirm_page(modeladmin: Any, request: HttpRequest, action: str, runs: list
             action_title=TITLES[action],
             effect=EFFECTS[action],
             runs=runs,
+            shown_chars={run.pk: shown_chars(run) for run in runs},
+            running=[run.pk for run in runs if action == inv.MARK_INTERRUPTED and _is_healthy(run)],
             **extra,
         ),
     )
+
+
+def _is_healthy(run: Run) -> bool:
+    """Whether ``run`` is live and its process still renews its lease (it is not stuck)."""
+    return run.is_live and not inv.is_lease_expired(run)
 
 
 def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> bool:

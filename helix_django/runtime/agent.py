@@ -16,7 +16,7 @@ import copy
 import logging
 from typing import Any
 
-from helix_django import store
+from helix_django import metrics, store
 from helix_django.errors import (
     ProviderError,
     RunSupersededError,
@@ -77,6 +77,8 @@ class RunLoop(EndingsMixin):
         self.is_ending = False
         """Set once the run commits its end: the lease is released by that commit, not lost."""
         self.last_event_at = 0.0
+        self.has_first_token = False
+        """Set at the run's first content chunk (the time-to-first-token metric is taken then)."""
         self.task: asyncio.Task[Any] | None = None
         """The asyncio task running :meth:`run_forever` (set by the executor; it may wrap the call)."""
 
@@ -93,6 +95,9 @@ class RunLoop(EndingsMixin):
             chunk["_step"] = self.step
         if content and self.attempt_id:
             chunk["_attempt"] = self.attempt_id
+        if content and not self.has_first_token:
+            self.has_first_token = True
+            metrics.record_first_token(self.run)
         self.acc.apply(chunk)
         self.last_event_at = asyncio.get_running_loop().time()
         return chunk

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import time
 from typing import TYPE_CHECKING
 
 from helix_django.limits import DELTA_TYPES, split_delta
@@ -14,6 +15,9 @@ if TYPE_CHECKING:
     from helix_django.streams.base import BaseStreamManager
 
 MERGEABLE_DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
+#: Internal chunk key: wall-clock time of the flush that stored the chunk, epoch milliseconds
+#: (the admin timeline's times and gaps; stripped before a client sees the chunk, like ``_run``).
+WRITTEN_AT_KEY = "_at"
 MAX_MERGED_DELTA_CHARS = 8192
 
 
@@ -115,6 +119,9 @@ class StreamWriter:
             self._timer = None
         batch, self._pending = self._pending, []
         self._flushed_at = asyncio.get_running_loop().time()
+        written_at_ms = int(time.time() * 1000)
+        for chunk in batch:
+            chunk[WRITTEN_AT_KEY] = written_at_ms
         self._inflight = self.manager.append_soon(self.stream_id, self.run_id, batch)
         self._inflight.add_done_callback(self._on_appended)
 

@@ -64,20 +64,46 @@ def test_mark_interrupted_needs_permission_and_is_logged(staff_client, viewer_cl
     assert history(flight.run_id) == ["Recovery action: Mark interrupted -> interrupted"]
 
 
-def test_cancel_is_not_offered_on_an_ended_run_and_never_undoes_keep(staff_client, viewer_client):
-    """An interrupted run is not cancellable: a Cancel would tell the user "you stopped it" and undo Keep (issue 17)."""
-    flight = interrupted("s-cancel")
+def test_cancel_keeps_partial_and_stays_cancelled(staff_client, viewer_client):
+    flight = InFlight("s-cancel")
+    flight.stream_text("Partial answer text")
+    flight.expire()
+    assert viewer_client.post(action_url(flight.run_id, inv.CANCEL)).status_code == 403
+    staff_client.post(action_url(flight.run_id, inv.CANCEL))
+    run = flight.run
+    assert run.status == "cancelled" and run.cancel_requested_at is not None and run.cancelled_by == "staff"
+    assert Message.objects.get(session_id="s-cancel", position=1).text == "Partial answer text"
+    offers = inv.inventory(run)
+    assert not offers[inv.CHECK_STATUS].is_available
+    assert offers[inv.CHECK_STATUS].reason == "A cancelled generation stays cancelled."
+    call_command("helix_recover")
+    assert flight.run.status == "cancelled"
+    assert history(flight.run_id) == ["Recovery action: Cancel -> cancelled"]
+
+
+def test_cancel_is_not_offered_on_an_ended_run(staff_client):
+    flight = interrupted("s-cancel-ended")
+    offer = inv.inventory(flight.run)[inv.CANCEL]
+    assert not offer.is_available
+    assert offer.reason == "The generation already ended: there is nothing left to stop."
+    page = staff_client.get(reverse("admin:helix_django_run_change", args=[quote(flight.run_id)])).content.decode()
+    assert '<button type="button" class="helix-action-unavailable" data-action="cancel" disabled' in page
+    staff_client.post(action_url(flight.run_id, inv.CANCEL))
+    assert flight.run.status == "interrupted"
+
+
+def test_a_cancel_never_undoes_the_users_keep(staff_client):
+    """A Cancel on an ended run would tell the user "you stopped it" and undo their Keep (issue 17)."""
+    flight = interrupted("s-cancel-kept")
     staff_client.post(action_url(flight.run_id, inv.KEEP_PARTIAL))
     assert flight.run.recovery_action == inv.KEEP_PARTIAL
-    offers = inv.inventory(flight.run)
-    assert not offers[inv.CANCEL].is_available and offers[inv.CANCEL].reason == "The generation already ended."
     page = staff_client.get(action_url(flight.run_id, inv.CANCEL)).content.decode()
     assert "Yes, Cancel" not in page
     staff_client.post(action_url(flight.run_id, inv.CANCEL))
     run = flight.run
     assert run.status == "interrupted" and run.cancel_requested_at is None and run.cancelled_by == ""
     assert run.recovery_action == inv.KEEP_PARTIAL  # the user's choice stands
-    assert Message.objects.get(session_id="s-cancel", position=1).text == "Partial answer text"
+    assert Message.objects.get(session_id="s-cancel-kept", position=1).text == "Partial answer text"
     assert history(flight.run_id) == ["Recovery action: Keep partial -> kept"]
 
 

@@ -94,9 +94,9 @@ def test_change_page_shows_partial_tools_checkpoints_timeline(staff_client):
 
     call_command("helix_recover")
     # Follow the link the changelist renders: the admin quotes "_" in ids as "_5F".
-    changelist = staff_client.get(reverse("admin:helix_django_run_changelist")).content.decode()
+    changelist = staff_client.get(reverse("admin:helix_django_run_changelist"), follow=True).content.decode()
     href = reverse("admin:helix_django_run_change", args=[quote(flight.run_id)])
-    assert "_5F" in href and f'href="{href}"' in changelist
+    assert "_5F" in href and f'href="{href}?_changelist_filters=view%3Dattention"' in changelist
     response = staff_client.get(href)
     body = response.content.decode()
     assert response.status_code == 200
@@ -126,10 +126,12 @@ def test_admin_pages_do_not_grow_queries_with_chunks_or_tools(staff_client):
         for f in (small, big)
     ]
     assert sessions[0] == sessions[1]
-    changelist = _count(staff_client, reverse("admin:helix_django_run_changelist"))
-    for i in range(15):
-        InFlight(f"s-more-{i}")
-    assert _count(staff_client, reverse("admin:helix_django_run_changelist")) == changelist
+    for view in ("attention", "all"):
+        url = reverse("admin:helix_django_run_changelist") + f"?view={view}"
+        changelist = _count(staff_client, url)
+        for i in range(15):
+            InFlight(f"s-more-{view}-{i}").expire()
+        assert _count(staff_client, url) == changelist
     tools = _count(staff_client, reverse("admin:helix_django_toolexecution_changelist"))
     assert tools <= 12
     assert _count(staff_client, reverse("admin:helix_django_chatsession_changelist")) <= 12

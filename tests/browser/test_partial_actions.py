@@ -46,11 +46,15 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     user, password = make_user()
     page = sign_in(browser, site, user, password)
 
-    # Keep: the partial text stays, labelled as kept; no inference, no more actions.
+    # Keep: the partial text stays, labelled as kept; no inference. Not a dead end: the other
+    # actions the server still offers stay (a mistaken Keep can be regenerated or discarded).
     kept_session, partial = fail_half_way(page, "Keep this one.")
     page.locator("[data-testid=partial-notice]").get_by_role("button", name="Keep").click()
     page.wait_for_selector("[data-testid=partial-notice]:has-text('kept as partial')")
-    assert page.locator("[data-testid=partial-notice] button").count() == 0
+    notice = page.locator("[data-testid=partial-notice]")
+    for action in ("Regenerate", "Continue", "Discard"):
+        notice.get_by_role("button", name=action).wait_for(state="visible", timeout=10_000)
+    assert notice.get_by_role("button", name="Keep").count() == 0
     assert assistant_texts(page) == [partial]
     assert Run.objects.filter(session_id=kept_session).count() == 1
     assert Run.objects.get(session_id=kept_session).recovery_action == "keep_partial"
@@ -58,6 +62,14 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     # Discard: the partial answer leaves the conversation; the question stays, Regenerate is offered.
     discarded_session, _ = fail_half_way(page, "Discard this one.")
     page.locator("[data-testid=partial-notice]").get_by_role("button", name="Discard").click()
+    confirm = page.locator("[data-testid=confirm][data-action=discard]")
+    assert "Remove the partial answer" in confirm.inner_text()
+    confirm.locator("[data-confirm=no]").click()  # Cancel: nothing happened
+    page.wait_for_selector("[data-testid=confirm]", state="detached")
+    assert assistant_texts(page) != []
+    assert [r["role"] for r in committed(discarded_session)] == ["user", "assistant"]
+    page.locator("[data-testid=partial-notice]").get_by_role("button", name="Discard").click()
+    page.locator("[data-testid=confirm] [data-confirm=yes]").click()
     page.wait_for_selector("[data-testid=run-notice]:has-text('Partial answer discarded')")
     assert assistant_texts(page) == []
     assert user_texts(page) == ["Discard this one."]
@@ -76,6 +88,8 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     continued_session, partial = fail_half_way(page, "Continue this one.")
     page.locator("[data-testid=partial-notice]").get_by_role("button", name="Continue").click()
     page.wait_for_selector("[data-hx=connection][data-status=streaming]")
+    # While it is being continued, the answer is being written: no "Interrupted" notice under it.
+    assert page.locator("[data-testid=partial-notice]").count() == 0
     wait_until_idle(page)
     runs = list(Run.objects.filter(session_id=continued_session).order_by("created_at"))
     assert [(r.kind, r.status) for r in runs] == [("send", "failed"), ("continue", "completed")]
@@ -83,6 +97,10 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     assert [r["text"] for r in rows if r["role"] == "assistant"] == assistant_texts(page)
     # The continuation writes into the same message: the partial text, then the rest.
     assert assistant_texts(page) == [partial + REST]
+    # ...in one block: the two text parts are spliced inline, never split by a line break.
+    answer = page.locator("article[data-role=assistant]").last
+    assert answer.locator(".hx-paragraph").count() == 1
+    assert answer.locator(".hx-paragraph").inner_text() == partial + REST
     assert page.locator("[data-testid=partial-notice]").count() == 0
     assert ChatSession.objects.get(pk=continued_session).current_run_id == runs[-1].id
     page.context.close()

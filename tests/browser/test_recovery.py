@@ -121,6 +121,7 @@ def test_server_killed_mid_answer_shows_truthful_partial_and_regenerate_works(br
             # The actions that apply come from the server's recovery inventory (read after the snapshot).
             notice.get_by_role("button", name=action).wait_for(state="visible", timeout=10_000)
         notice.get_by_role("button", name="Regenerate").click()
+        notice.locator("[data-testid=confirm] [data-confirm=yes]").click()  # it replaces the answer: confirmed first
         page.wait_for_selector("[data-hx=connection][data-status=streaming]")
         wait_until_idle(page)
         assert current_run_status(session_id) == "completed"

@@ -29,7 +29,8 @@ async def test_pending_deltas_of_one_part_are_stored_as_one_chunk(manager):
     assert await writer.flush() == 4
     stored = await manager.read_all("s1")
     assert [chunk["type"] for _seq, chunk in stored] == ["text-start", "text-delta", "text-delta", "text-end"]
-    assert stored[1] == (2, {"type": "text-delta", "id": "t", "delta": "c0 c1 c2 c3 c4 ", "_run": "run_a"})
+    merged = {k: v for k, v in stored[1][1].items() if k != "_at"}  # _at: the flush's store time
+    assert (stored[1][0], merged) == (2, {"type": "text-delta", "id": "t", "delta": "c0 c1 c2 c3 c4 ", "_run": "run_a"})
     assert stored[2][1]["delta"] == "c5 "
 
 

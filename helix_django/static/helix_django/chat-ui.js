@@ -13,6 +13,8 @@
 // the recovery actions by their true names (000, "Recovery actions should reflect certainty"):
 // Regenerate (a new run from the last safe context), Continue (a new generation from the
 // partial state), Keep (keep the partial text, no inference), Discard (remove it).
+// Regenerate and Discard replace or remove text, so each asks to be confirmed first; Keep
+// is never a dead end (the other actions stay offered while the server offers them).
 
 import { HelixChat, newMessageId, routesFor, textOf } from "./client.js";
 
@@ -31,6 +33,13 @@ function partialLabel(status, cancelledBy) {
   if (status === "cancelled" && CANCELLED_BY_LABELS[cancelledBy]) return CANCELLED_BY_LABELS[cancelledBy];
   return PARTIAL_LABELS[status] || ["Incomplete", "This answer did not finish."];
 }
+
+// Actions that replace or remove what the user sees: confirmed in place before they act.
+const CONFIRM_TEXT = {
+  regenerate: ["Replace this answer with a new one?", "Regenerate"],
+  discard: ["Remove the partial answer from the conversation?", "Discard"],
+};
+const BUSY_HINT = "An answer is still being written in this conversation. Wait for it to finish, or press Stop.";
 
 const ERROR_TEXT = {
   state_already_running: "Another answer is still being written in this conversation. Retry when it has finished.",
@@ -90,6 +99,12 @@ export function mountChat(root, options) {
   let sessionsError = null;
   const rendered = new Map();
   let frame = 0;
+  // The action waiting for confirmation: { key: "<action>:<run or message id>", run: () => ... } or null.
+  let confirming = null;
+  // Reconnect attempts of the current drop (the client reports each attempt as "reconnecting").
+  let reconnects = 0;
+  let hint = "";
+  let listedTitle = "";
 
   // --- sessions sidebar ---------------------------------------------------------------
 
@@ -130,7 +145,8 @@ export function mountChat(root, options) {
       ),
     );
     if (current && !sessions.some((s) => s.id === current)) {
-      items.unshift(el("li", {}, el("span", { class: "hx-session is-current" }, chatTitle() || "New chat")));
+      const title = chatTitle() || (chat?.view().loaded && !chat.messages.length ? "New chat" : "Conversation");
+      items.unshift(el("li", {}, el("span", { class: "hx-session is-current", "data-testid": "current-session" }, title)));
     }
     const list = el("ul", {}, items);
     ui.sessions.replaceChildren(list);
@@ -170,6 +186,11 @@ export function mountChat(root, options) {
     const title = chatTitle() || (listed ? sessionLabel(listed) : view.loaded ? "New chat" : "Conversation");
     ui.title.textContent = title;
     document.title = `${title} · Helix`;
+    if (title !== listedTitle) {
+      listedTitle = title;
+      renderSessions(); // the sidebar names a new conversation as the header does
+    }
+    renderHint(view);
     renderConnection(view);
     renderComposer(view);
     ui.conversation.setAttribute("aria-busy", view.status === "loading" ? "true" : "false");
@@ -210,6 +231,7 @@ export function mountChat(root, options) {
         context.isLast && context.idle,
         context.isLast ? view.recovery : null,
         view.status,
+        context.isLast ? confirming?.key : null,
       ]);
       let entry = rendered.get(message.id);
       if (!entry || entry.signature !== signature) {
@@ -236,7 +258,10 @@ export function mountChat(root, options) {
       ready: ["Connected", "is-ok"],
       submitted: ["Sending…", "is-live"],
       streaming: ["Live", "is-live"],
-      reconnecting: ["Reconnecting…", "is-warn"],
+      reconnecting: [
+        reconnects > 0 ? `Reconnecting… (attempt ${reconnects} of ${chat.reattach?.maxAttempts ?? "?"})` : "Reconnecting…",
+        "is-warn",
+      ],
       error: [view.error?.kind === "snapshot" ? "Unavailable" : "Attention", "is-error"],
     };
     const [label, cls] = labels[view.status] || ["", ""];
@@ -248,7 +273,9 @@ export function mountChat(root, options) {
   function renderComposer(view) {
     ui.send.hidden = view.isBusy;
     ui.stop.hidden = !view.isBusy;
-    ui.stop.disabled = view.status === "submitted";
+    // Stopping needs the server: while it cannot be reached, Stop would only pretend.
+    ui.stop.disabled = view.status === "submitted" || view.status === "reconnecting";
+    ui.stop.title = view.status === "reconnecting" ? "The server cannot be reached; the answer cannot be stopped now." : "";
     ui.send.disabled = view.status === "loading" || (view.error?.kind === "snapshot" && !view.messages.length);
   }
 
@@ -260,9 +287,20 @@ export function mountChat(root, options) {
     if (partial) classes.push("is-partial");
     if (context.isPending) classes.push("is-unsent");
     const body = el("div", { class: "hx-bubble" });
+    let paragraph = null;
     for (const part of message.parts || []) {
+      if (part.type === "text") {
+        // A continuation is a new text part of the same answer: it goes on in the same block,
+        // mid-sentence if that is where the first part stopped (no line break of our own).
+        if (!paragraph) body.append((paragraph = el("div", { class: "hx-paragraph" })));
+        paragraph.append(el("span", { class: "hx-text" }, part.text || ""));
+        continue;
+      }
       const node = renderPart(part);
-      if (node) body.append(node);
+      if (node) {
+        body.append(node);
+        paragraph = null; // a step boundary (no visible part) does not break the text
+      }
     }
     if (context.isLive && !(message.parts || []).some((p) => p.type === "text")) {
       body.append(el("span", { class: "hx-typing", "aria-label": "Writing" }, el("i"), el("i"), el("i")));
@@ -279,13 +317,16 @@ export function mountChat(root, options) {
       el("div", { class: "hx-content" }, body),
     );
     const content = node.querySelector(".hx-content");
-    if (partial) content.append(partialNotice(message, helix, context));
+    // While a Continue writes into a partial answer, it is being written, not interrupted.
+    if (partial && !context.isLive) content.append(partialNotice(message, helix, context));
     else if (message.role === "assistant" && context.isLast && context.idle) {
       content.append(
         el(
           "div",
           { class: "hx-actions" },
-          el("button", { type: "button", class: "hx-chip", onclick: () => chat.regenerate(message.id) }, "Regenerate"),
+          confirmable("regenerate", message.id, "hx-chip", "Regenerate", "Replace this answer with a new one", () =>
+            chat.regenerate(message.id),
+          ),
         ),
       );
     }
@@ -294,7 +335,6 @@ export function mountChat(root, options) {
   }
 
   function renderPart(part) {
-    if (part.type === "text") return el("div", { class: "hx-text" }, part.text || "");
     if (part.type === "reasoning") {
       return el("details", { class: "hx-reasoning" }, el("summary", {}, "Reasoning"), el("div", {}, part.text || ""));
     }
@@ -327,7 +367,7 @@ export function mountChat(root, options) {
     const [label, detail] = partialLabel(helix.status, helix.cancelledBy);
     const recovery = recoveryOf(context.view, helix.runId);
     const kept = recovery?.recoveryAction === "keep_partial";
-    const actionable = context.isLast && context.idle && !kept;
+    const actionable = context.isLast && context.idle;
     return el(
       "div",
       { class: "hx-partial-notice", role: "status", "data-testid": "partial-notice", "data-run-status": helix.status },
@@ -342,14 +382,58 @@ export function mountChat(root, options) {
     const available = (name) => (recovery ? recovery.actions?.[name]?.available : name === "regenerate");
     const chip = (name, label, title, onclick, cls = "hx-chip") =>
       available(name) ? el("button", { type: "button", class: cls, title, onclick, "data-action": name }, label) : null;
+    const confirmed = (name, label, title, onclick, cls) =>
+      available(name) ? confirmable(name, runId, cls, label, title, onclick) : null;
     return el(
       "div",
       { class: "hx-actions" },
-      chip("regenerate", "Regenerate", "Start over from the last safe point (a new answer)", () => chat.regenerate(messageId), "hx-chip is-primary"),
+      confirmed("regenerate", "Regenerate", "Start over from the last safe point (a new answer)", () => chat.regenerate(messageId), "hx-chip is-primary"),
       chip("continue", "Continue", "A new generation that continues from the partial text", () => chat.continueRun(runId)),
       chip("keep", "Keep", "Keep the partial text as it is, without more inference", () => chat.keep(runId)),
-      chip("discard", "Discard", "Remove the partial answer from the conversation", () => chat.discard(runId), "hx-chip is-danger"),
+      confirmed("discard", "Discard", "Remove the partial answer from the conversation", () => chat.discard(runId), "hx-chip is-danger"),
     );
+  }
+
+  // A button whose first click asks "are you sure?" in place; the second (Yes) acts, Cancel or
+  // any other click leaves everything as it was.
+  function confirmable(name, id, cls, label, title, act) {
+    const key = `${name}:${id}`;
+    if (confirming?.key !== key) {
+      const ask = () => {
+        confirming = { key };
+        rendered.clear();
+        scheduleRender();
+      };
+      return el("button", { type: "button", class: cls, title, onclick: ask, "data-action": name }, label);
+    }
+    const [question, yes] = CONFIRM_TEXT[name];
+    const done = () => {
+      confirming = null;
+      rendered.clear();
+      scheduleRender();
+    };
+    return el(
+      "span",
+      { class: "hx-confirm", role: "group", "data-testid": "confirm", "data-action": name },
+      el("span", {}, question, " "),
+      el("button", { type: "button", class: "hx-chip is-danger", "data-confirm": "yes", onclick: () => { done(); act(); } }, yes),
+      el("button", { type: "button", class: "hx-chip", "data-confirm": "no", onclick: done }, "Cancel"),
+    );
+  }
+
+  // A line under the composer: why a send did nothing (an answer is being written).
+  function renderHint(view) {
+    let node = root.querySelector("[data-testid=composer-hint]");
+    if (!view.isBusy) hint = "";
+    if (!hint) {
+      node?.remove();
+      return;
+    }
+    if (!node) {
+      node = el("p", { class: "hx-composer-hint", role: "status", "data-testid": "composer-hint" });
+      ui.composer.append(node);
+    }
+    node.textContent = hint;
   }
 
   function unsentNotice(error, view) {
@@ -454,6 +538,15 @@ export function mountChat(root, options) {
     rendered.clear();
     const isNew = minted.has(sessionId) && !sessions.some((s) => s.id === sessionId);
     chat = new HelixChat({ ...(options.client || {}), sessionId, routes, headers, isNew });
+    // Count the client's reconnect attempts (each one reports "reconnecting" again).
+    const setStatus = chat.setStatus.bind(chat);
+    chat.setStatus = (status, error) => {
+      reconnects = status === "reconnecting" ? reconnects + 1 : 0;
+      setStatus(status, error);
+    };
+    reconnects = 0;
+    confirming = null;
+    hint = "";
     let wasBusy = false;
     chat.addEventListener("change", () => {
       scheduleRender();
@@ -487,7 +580,12 @@ export function mountChat(root, options) {
   ui.composer.addEventListener("submit", async (event) => {
     event.preventDefault();
     const text = ui.input.value.trim();
-    if (!text || chat.view().isBusy) return;
+    if (text && chat.view().isBusy) {
+      hint = BUSY_HINT; // the text stays in the composer, to send once the answer is done
+      renderHint(chat.view());
+      return;
+    }
+    if (!text) return;
     ui.input.value = "";
     autosize();
     minted.delete(chat.sessionId);
