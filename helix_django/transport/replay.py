@@ -177,7 +177,7 @@ class ResponseFilter:
             return []
         self.attempts.observe(sequence, chunk)
         if kind == "helix-run-end":
-            self.end_status = str(chunk.get("status") or "")
+            self.end_status = str(chunk.get("status") or "completed")  # every ending writes one; none: a clean end
             if self.end_status not in CLEAN_END_STATUSES:
                 self.expect_error = True
                 return []
