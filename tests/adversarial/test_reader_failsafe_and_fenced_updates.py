@@ -1,4 +1,4 @@
-"""Adversarial tests of the fifth session's changes (one fail-safe timer per reader, ...)."""
+"""Adversarial: a reader closed from another task, run_finished receivers, fenced updates during a supersede, admin title edits, lost wake-ups (one fail-safe timer per reader)."""
 
 from __future__ import annotations
 
