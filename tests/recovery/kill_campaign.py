@@ -240,6 +240,17 @@ def websocket_cookie(headers: dict[str, str]) -> dict[str, str]:
     return {"Cookie": f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"}
 
 
+def safely(read: Any, *args: Any) -> list[Any]:
+    """``read(*args)``, or ``[]`` (no ending at all) when the read timed out or its connection broke."""
+    import httpx
+    from websockets.exceptions import WebSocketException
+
+    try:
+        return read(*args)
+    except (OSError, TimeoutError, ValueError, httpx.HTTPError, WebSocketException) as exc:
+        return [{"type": "<read failed>", "exception": type(exc).__name__}]
+
+
 def judge_error(server: Any, chat: Chat, run: Any, headers: dict, cookie: dict, figures: Figures) -> None:
     """Read an interrupted/failed run's ending from the reader's cursor on the three routes."""
     from tests.recovery import wire_endings as wire
@@ -252,15 +263,17 @@ def judge_error(server: Any, chat: Chat, run: Any, headers: dict, cookie: dict, 
             figures.bad_untyped_chat += 1
             figures.notes.append(f"live chat {chat.session_id} ({run.status}): {chat.items[-2:]}")
         cursor = run.start_sequence
-    resumed = wire.read_chat(server, chat.session_id, headers, cursor=cursor)
+    resumed = wire.read_chat(
+        server, chat.session_id, headers, cursor=cursor
+    )  # never raises: it records a lost transport
     if not wire.chat_ends_with_typed_error(resumed, code):
         figures.bad_untyped_chat += 1
         figures.notes.append(f"chat {chat.session_id} ({run.status}) from {cursor}: {resumed[-2:]}")
-    raw = wire.read_raw_stream(server, chat.session_id, headers, cursor)
+    raw = safely(wire.read_raw_stream, server, chat.session_id, headers, cursor)
     if not wire.frames_end_truthfully(raw, run.status, code):
         figures.bad_untyped_raw += 1
         figures.notes.append(f"raw {chat.session_id} ({run.status}) from {cursor}: {raw[-1:]}")
-    frames = wire.read_websocket_doubled(server, chat.session_id, cookie, cursor)
+    frames = safely(wire.read_websocket_doubled, server, chat.session_id, cookie, cursor)
     figures.bad_ws_duplicates += wire.duplicated_sequences(frames)
     if not wire.frames_end_truthfully(frames, run.status, code):
         figures.bad_untyped_ws += 1
@@ -276,7 +289,7 @@ def judge_cancel(server: Any, chat: Chat, headers: dict, cookie: dict, figures: 
         if run.status != "cancelled" or not wire.chat_ends_with_abort(items):
             figures.bad_cancel_without_abort += 1
             figures.notes.append(f"cancel {label} {chat.session_id} ({run.status}): {items[-2:]}")
-    frames = wire.read_websocket_doubled(server, chat.session_id, cookie, 0)
+    frames = safely(wire.read_websocket_doubled, server, chat.session_id, cookie, 0)
     figures.bad_ws_duplicates += wire.duplicated_sequences(frames)
 
 

@@ -9,11 +9,13 @@ shows as a new run of the session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import httpx
 from asgiref.sync import async_to_sync
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from helix_django.errors import HelixError
@@ -31,34 +33,46 @@ def _turn(run: Run) -> dict[str, Any]:
 def probe_redo_routes(server: Any, run: Run, headers: dict[str, str], cookie: dict[str, str]) -> tuple[int, int]:
     """Try every redo route on ``run``; return ``(attempts, model calls started)``.
 
-    A model call started is a run of the session other than ``run`` (a refused redo writes none).
+    A model call started is a run of the session other than ``run`` (a refused redo writes
+    none). A redo that did start may re-run the tool, which kills the server again: the
+    attempt's connection error is ignored and the server restarted for the next attempt.
     """
     turn = _turn(run)
     chat_url = server.url(f"{PREFIX}/sessions/{run.session_id}/chat")
-    chat_bodies = [
-        ({"trigger": "regenerate-message"}, {}),
-        ({"trigger": "regenerate-message"}, {"X-Helix-Request-Key": f"rk-{run.id}"}),
-        ({"trigger": "submit-message", "messageId": run.turn_message_id}, {}),
-    ]
-    attempts = 0
-    with httpx.Client(timeout=30) as client:
-        for extra, extra_headers in chat_bodies:
-            body = {"id": run.session_id, "messages": [turn], **extra}
-            client.post(chat_url, json=body, headers={**headers, **extra_headers})
-            attempts += 1
-        for action in ("regenerate", "continue"):
-            client.post(server.url(f"{PREFIX}/sessions/{run.session_id}/runs/{run.id}/{action}"), headers=headers)
-            attempts += 1
     ws_url = f"{server.ws_base_url}/ws{PREFIX}/sessions/{run.session_id}/"
-    for extra in ({"trigger": "regenerate-message"}, {"messageId": run.turn_message_id}):
+
+    def chat(extra: dict[str, Any], extra_headers: dict[str, str]) -> None:
+        body = {"id": run.session_id, "messages": [turn], **extra}
+        httpx.post(chat_url, json=body, headers={**headers, **extra_headers}, timeout=30)
+
+    def rest(action: str) -> None:
+        httpx.post(
+            server.url(f"{PREFIX}/sessions/{run.session_id}/runs/{run.id}/{action}"), headers=headers, timeout=30
+        )
+
+    def websocket(extra: dict[str, Any]) -> None:
         with connect(ws_url, additional_headers=cookie, open_timeout=10) as ws:
             ws.send(json.dumps({"type": "send", "messages": [turn], **extra}))
-            json.loads(ws.recv(timeout=15))  # the refusal (or the run frame of a redo that started)
-        attempts += 1
-    for action in (inv.REGENERATE, inv.CONTINUE):
-        try:
+            ws.recv(timeout=15)  # the refusal (or the run frame of a redo that started)
+
+    def staff(action: str) -> None:
+        with contextlib.suppress(HelixError):  # refused: what must happen
             async_to_sync(aperform)(action, run.id, wait_seconds=5)
-        except HelixError:
-            pass  # refused: what must happen
-        attempts += 1
-    return attempts, Run.objects.filter(session_id=run.session_id).exclude(pk=run.pk).count()
+
+    attempts = [
+        lambda: chat({"trigger": "regenerate-message"}, {}),
+        lambda: chat({"trigger": "regenerate-message"}, {"X-Helix-Request-Key": f"rk-{run.id}"}),
+        lambda: chat({"trigger": "submit-message", "messageId": run.turn_message_id}, {}),
+        lambda: rest("regenerate"),
+        lambda: rest("continue"),
+        lambda: websocket({"trigger": "regenerate-message"}),
+        lambda: websocket({"messageId": run.turn_message_id}),
+        lambda: staff(inv.REGENERATE),
+        lambda: staff(inv.CONTINUE),
+    ]
+    for attempt in attempts:
+        with contextlib.suppress(httpx.TransportError, OSError, ConnectionClosed, TimeoutError):
+            attempt()
+        if not server.is_running:
+            server.start()
+    return len(attempts), Run.objects.filter(session_id=run.session_id).exclude(pk=run.pk).count()

@@ -92,7 +92,7 @@ def read_raw_stream(server: Any, session_id: str, headers: dict[str, str], curso
 def read_websocket_doubled(server: Any, session_id: str, cookie: dict[str, str], cursor: int) -> list[dict[str, Any]]:
     """Send ``resume`` from ``cursor`` twice back to back on one socket; return every frame it carried.
 
-    Reads until a terminal frame (``end``/``fail``/``error``) is followed by a quiet second
+    Reads until a terminal frame (``end``/``fail``/``error``) is followed by 0.3 s of quiet
     (a replaced reader may end before the one that replaced it); the last terminal is the ending.
     """
     url = f"{server.ws_base_url}/ws{PREFIX}/sessions/{session_id}/"
@@ -103,7 +103,7 @@ def read_websocket_doubled(server: Any, session_id: str, cookie: dict[str, str],
         while True:
             ended = any(f["type"] in ("end", "fail", "error") for f in frames)
             try:
-                frames.append(json.loads(ws.recv(timeout=1.0 if ended else 15)))
+                frames.append(json.loads(ws.recv(timeout=0.3 if ended else 15)))
             except TimeoutError:
                 if ended:
                     return frames
