@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.recovery.campaign_figures import Figures
+from tests.recovery.wire_endings import duplicated_sequences
 
 RULES = [{"MATCH": "^FAIL", "FAIL_AT_FRACTION": 0.3}]
 PACE_TPS = 10
@@ -122,6 +123,7 @@ def run_cycle(server: Any, cycle: int, killed: int, figures: Figures, rng: rando
     cancelled = start_chat(server, headers, f"Stop me, cycle {cycle}")
     failing = start_chat(server, headers, f"FAIL please, cycle {cycle}")
     wait(lambda: all(has_text(c) for c in [*chats, cancelled]))
+    watched = [watch_live(server, chat, websocket_cookie(headers)) for chat in chats[:2]]
     run = latest_run(cancelled.session_id)
     answer = httpx.post(
         server.url(f"/helix/api/sessions/{cancelled.session_id}/runs/{run.id}/cancel"), headers=headers, timeout=30
@@ -136,6 +138,9 @@ def run_cycle(server: Any, cycle: int, killed: int, figures: Figures, rng: rando
     server.kill()
     for chat in [*chats, cancelled, failing]:
         chat.thread.join(30)
+    for thread, frames in watched:
+        thread.join(30)
+        figures.bad_ws_duplicates += duplicated_sequences(frames)
     for chat in chats:
         wait_lease_expired(latest_run(chat.session_id))
     call_command("helix_recover", stdout=open(os.devnull, "w"))  # noqa: SIM115 - the devnull handle is throwaway
@@ -166,6 +171,16 @@ def run_cycle(server: Any, cycle: int, killed: int, figures: Figures, rng: rando
         figures.bad_model_calls_over_unknown += calls
     server.stop()
     return tool_sessions
+
+
+def watch_live(server: Any, chat: Chat, cookie: dict[str, str]) -> tuple[threading.Thread, list[dict[str, Any]]]:
+    """Follow ``chat``'s live run on a WebSocket that resumes twice (until the kill); return the thread and its frames."""
+    from tests.recovery.wire_endings import watch_websocket_live
+
+    frames: list[dict[str, Any]] = []
+    thread = threading.Thread(target=watch_websocket_live, args=(server, chat.session_id, cookie, frames))
+    thread.start()
+    return thread, frames
 
 
 def websocket_cookie(headers: dict[str, str]) -> dict[str, str]:

@@ -14,12 +14,14 @@ every wire"):
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 from httpx_sse import EventSource
+from websockets.exceptions import WebSocketException
 from websockets.sync.client import connect
 
 PREFIX = "/helix/api"
@@ -108,6 +110,25 @@ def read_websocket_doubled(server: Any, session_id: str, cookie: dict[str, str],
                 if ended:
                     return frames
                 raise
+
+
+def watch_websocket_live(server: Any, session_id: str, cookie: dict[str, str], frames: list[dict[str, Any]]) -> None:
+    """Follow a live run on one socket, resuming from 0 again after 3 chunks; append every frame to ``frames``.
+
+    Returns at the run's terminal frame or when the connection dies (the server was killed).
+    The second resume lands while chunks arrive: the socket must not carry a sequence twice.
+    """
+    url = f"{server.ws_base_url}/ws{PREFIX}/sessions/{session_id}/"
+    with contextlib.suppress(OSError, TimeoutError, WebSocketException), connect(url, additional_headers=cookie) as ws:
+        ws.send(json.dumps({"type": "resume", "from_sequence": 0}))
+        resumed = False
+        while True:
+            frames.append(json.loads(ws.recv(timeout=30)))
+            if not resumed and sum(f["type"] == "chunk" for f in frames) >= 3:
+                ws.send(json.dumps({"type": "resume", "from_sequence": 0}))
+                resumed = True
+            if frames[-1]["type"] in ("end", "fail", "error"):
+                return
 
 
 def duplicated_sequences(frames: list[dict[str, Any]]) -> int:
