@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from helix_django.runtime.providers.scripted import tokenize
 from tests.browser.conftest import make_user, sign_in, site_server
 from tests.browser.pages import (
     assistant_texts,
@@ -133,10 +134,20 @@ def test_server_killed_mid_answer_shows_truthful_partial_and_regenerate_works(br
     page.context.close()
 
 
-def test_stop_cancels_the_run_and_the_page_says_so(signed_in):
-    page, _, _ = signed_in
+def test_stop_cancels_the_run_and_the_page_says_so(browser, daphne_server_factory):
+    """Stop mid-answer ends the run ``cancelled`` and the page says so.
+
+    The page can lag the server by seconds on a busy machine (it renders every chunk), so at
+    a paced answer alone the run could finish before Stop landed. The model here stops
+    producing after half its tokens (``HANG_AFTER_CHUNKS``, until cancelled): whenever the
+    click lands, the run is still live and unfinished, as a stalled model would be.
+    """
     question = "Start a long answer that I will stop."
     expected = expected_reply(question)
+    half = len(tokenize(expected)) // 2
+    site = site_server(daphne_server_factory, provider={**PACE, "HANG_AFTER_CHUNKS": half})
+    user, password = make_user()
+    page = sign_in(browser, site, user, password)
     send(page, question)
     wait_for_chars(page, int(len(expected) * 0.3))
 
@@ -150,12 +161,14 @@ def test_stop_cancels_the_run_and_the_page_says_so(signed_in):
         "runId": rows[0]["helix"]["runId"],
         "status": "cancelled",
         "partial": True,
+        "cancelledBy": "user",
     }
     assert assistant_texts(page) == [rows[0]["text"]]
-    assert len(rows[0]["text"]) < len(expected)
+    assert 0 < len(rows[0]["text"]) <= len("".join(tokenize(expected)[:half])) < len(expected)
     notice = page.locator("[data-testid=partial-notice]")
     assert "Stopped" in notice.inner_text()
     assert notice.get_by_role("button", name="Regenerate").is_visible()
+    page.context.close()
 
 
 def test_second_tab_gets_typed_busy_error_and_retry_succeeds_after_the_run(signed_in):
