@@ -22,7 +22,7 @@ from tests.browser.pages import expected_reply
 from tests.browser.proxy import CuttableProxy
 from tests.browser.react_app import build_app
 
-pytestmark = [pytest.mark.node, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.node, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 #: Both AI SDK lines on the first pass (SQLite); the PostgreSQL pass, whose server side is
