@@ -14,13 +14,16 @@ Names (all prefixed ``helix_``):
 - ``time_to_first_token_seconds{agent}``: run start to its first text/reasoning/tool chunk;
 - ``run_duration_seconds{agent,status}``: run start to its terminal commit;
 - ``recovery_actions_total{action,outcome}`` (counter);
+- ``delivery_lag_seconds{route}``: a live reader's chunk, from its store (the stream
+  writer's flush stamp ``_at``) to its frame leaving for the client, per route (``chat``,
+  ``stream``, ``websocket``), in the process serving the reader;
 - ``runs_live{status}``, ``runs_stuck``, ``streams_live`` (gauges, read at scrape).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from django.http import Http404, HttpRequest, HttpResponse
@@ -60,6 +63,13 @@ def _build() -> dict[str, Any]:
             "Seconds from a run's start to its terminal commit.",
             ["agent", "status"],
             buckets=DURATION_BUCKETS,
+            registry=registry,
+        ),
+        "lag": Histogram(
+            "helix_delivery_lag_seconds",
+            "Seconds from a chunk's store to its frame leaving for a live reader's client.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
             registry=registry,
         ),
         "actions": Counter(
@@ -138,6 +148,27 @@ def record_first_token(run: Any) -> None:
     if is_enabled():
         started = (run.started_at or run.created_at).timestamp()
         metrics()["ttft"].labels(run.agent).observe(max(0.0, time.time() - started))
+
+
+def delivery_observer(route: str) -> Callable[[dict[str, Any]], None] | None:
+    """Return a function recording a stored chunk's delivery lag on ``route``, or None when metrics are off.
+
+    Call once per response (the check is not repeated per chunk), then the returned
+    function for each chunk a live reader sends. The lag is ``now - chunk["_at"]`` in
+    seconds (``_at``: epoch ms of the stream writer's flush); a chunk without ``_at``
+    (appended outside the writer) is not counted. Clocks of two hosts may differ: the
+    figure is exact when the writer and the reader share a host.
+    """
+    if not is_enabled():
+        return None
+    histogram = metrics()["lag"].labels(route)
+
+    def observe(chunk: dict[str, Any]) -> None:
+        stored_ms = chunk.get("_at")
+        if isinstance(stored_ms, int):
+            histogram.observe(max(0.0, time.time() - stored_ms / 1000))
+
+    return observe
 
 
 def connect_signals() -> None:

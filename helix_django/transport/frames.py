@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from helix_django.errors import HelixError, NotResumableError, StreamDropError
+from helix_django.metrics import delivery_observer
 from helix_django.protocol import to_ui_chunk
 from helix_django.streams.base import ENDED, FAILED, PAUSED, ResumableReader, StreamInfo
 
@@ -62,10 +63,16 @@ def terminal_frame(info: StreamInfo | None, *, error: HelixError | None = None) 
     return {"type": "fail", "error": drop.message, "errorDetail": detail, "recoverable": True}
 
 
-async def stream_frames(reader: ResumableReader) -> AsyncIterator[dict[str, Any]]:
-    """Yield the chunk frames of ``reader`` and then exactly one terminal frame."""
+async def stream_frames(reader: ResumableReader, *, route: str = "stream") -> AsyncIterator[dict[str, Any]]:
+    """Yield the chunk frames of ``reader`` and then exactly one terminal frame.
+
+    ``route`` labels the delivery-lag metric (``stream``, ``websocket``; :mod:`helix_django.metrics`).
+    """
+    observe_lag = delivery_observer(route)
     try:
         async for sequence, chunk in reader:
+            if observe_lag is not None:
+                observe_lag(chunk)
             frame = chunk_frame(sequence, chunk)
             if frame is not None:
                 yield frame

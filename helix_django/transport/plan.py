@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from helix_django.errors import HelixError, StreamDropError
+from helix_django.metrics import delivery_observer
 from helix_django.models import Run, RunStatus
 from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, ResumableReader, StoredChunk, StreamInfo
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
@@ -128,6 +129,7 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
     response_filter = plan.filter or ResponseFilter(run_id=None)
     body = _Body([frame(chunk) for chunk in plan.prefix])
     reader = plan.reader
+    observe_lag = delivery_observer("chat") if reader is not None else None
     try:
         for sequence, chunk in plan.backlog:
             body.add(_chunk_frames(response_filter, sequence, chunk))
@@ -142,6 +144,8 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
                 sequence, chunk = await anext(reader)
             except StopAsyncIteration:
                 break
+            if observe_lag is not None:
+                observe_lag(chunk)
             body.add(_chunk_frames(response_filter, sequence, chunk))
             if body.is_full:
                 yield body.take()

@@ -188,7 +188,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 return
             check_cursor(from_sequence, info)
             reader = ResumableReader(manager, stream_id, from_sequence=from_sequence, wait_for_live=False, info=info)
-            async for frame in stream_frames(reader):
+            async for frame in stream_frames(reader, route="websocket"):
                 sequence = frame.get("sequence")
                 if sequence is not None:
                     if sequence <= self.delivered_sequence:

@@ -57,3 +57,38 @@ def test_the_metrics_view_is_off_by_default():
 
     with pytest.raises(Http404):
         metrics.metrics_view(RequestFactory().get("/metrics/"))
+
+
+async def test_delivery_lag_of_live_readers_is_exposed_per_route(executor, session):
+    """Each chunk a live reader sends is timed from its store (``_at``) to its frame (chat and raw stream routes)."""
+    from helix_django.streams import get_stream_manager
+    from helix_django.streams.base import ResumableReader
+    from helix_django.transport.frames import stream_frames
+    from helix_django.transport.plan import ResponsePlan, plan_frames
+    from helix_django.transport.replay import ResponseFilter
+
+    with override_settings(
+        HELIX={**helix(default=agent({"TEXT": "one two three four five", "PACE_TPS": 50})), "METRICS": True}
+    ):
+        before = await sync_to_async(scrape)()
+        handle = await executor.execute(session, [user_message("time my chunks")])
+        manager = get_stream_manager()
+        info = await manager.get_info(session.stream_id)
+        chat_reader = ResumableReader(
+            manager, session.stream_id, from_sequence=handle.from_sequence, wait_for_live=False, info=info
+        )
+        plan = ResponsePlan(reader=chat_reader, filter=ResponseFilter(run_id=handle.run_id), run=handle.run)
+        raw_reader = ResumableReader(
+            manager, session.stream_id, from_sequence=handle.from_sequence, wait_for_live=False, info=info
+        )
+        chat_parts = [part async for part in plan_frames(plan)]
+        raw_frames = [frame async for frame in stream_frames(raw_reader)]
+        assert await executor.wait(handle.run_id, 20) == "completed"
+        after = await sync_to_async(scrape)()
+    assert chat_parts and raw_frames[-1]["type"] == "end"
+    stamped = [c for _s, c in await manager.read_all(session.stream_id, after=handle.from_sequence) if "_at" in c]
+    for route in ("chat", "stream"):
+        count = value(after, "helix_delivery_lag_seconds_count", route=route)
+        counted = count - value(before, "helix_delivery_lag_seconds_count", route=route)
+        assert 0 < counted <= len(stamped), (route, counted, len(stamped))
+        assert value(after, "helix_delivery_lag_seconds_sum", route=route) < 5 * counted  # seconds, not ms
