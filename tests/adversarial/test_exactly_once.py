@@ -50,7 +50,8 @@ def test_concurrent_resumes_from_random_cursors_get_exactly_the_suffix(slow_serv
         )
         seen = [int(e.id) for e in head.events if e.id]
         run = Run.objects.get(session_id=sid)
-        # cursors: before the run, at its start, inside what was seen, and ahead of the head (future chunks)
+        # cursors: before the run, at its start, inside what was seen, and ahead of the head (a cursor
+        # still beyond the head when its resume arrives is 409 cursor_ahead: docs/transport.md, "Cursors")
         cursors = [
             0,
             run.start_sequence,
@@ -76,12 +77,15 @@ def test_concurrent_resumes_from_random_cursors_get_exactly_the_suffix(slow_serv
         reference = ids_and_data(reference_after_start(client, slow_server, sid, run))
         committed = Message.objects.get(session_id=sid, role="assistant")
         assert committed.text == REPLY
-        assert sum(r.status == 200 for _, r in results) >= len(results) // 2
+        assert sum(r.status == 200 for _, r in results) >= len(results) // 3
         for cursor, result in results:
             effective = max(cursor, run.start_sequence)
             expected = [(i, d) for i, d in reference if i > effective]
             if result.status == 204:
                 assert expected == [], (cursor, "204 although chunks follow the cursor")
+                continue
+            if result.status == 409:
+                assert result.body["cause"] == "cursor_ahead" and result.body["headSequence"] < cursor, result.body
                 continue
             assert result.status == 200, (cursor, result.status, result.body)
             got = ids_and_data(result)

@@ -168,21 +168,34 @@ class Tally:
 def read_stream(
     client: httpx.Client, method: str, url: str, tally: Tally, got: list, first: list | None = None, **kwargs: Any
 ) -> str:
-    """Read one chat response into ``got`` ([(sequence, chunk)]); return ``done``, ``error``, ``drop`` or ``refused``.
+    """Read one chat response into ``got`` ([(sequence, chunk)]); return its outcome.
 
-    ``first`` (when given) receives the monotonic time of the first chunk frame.
+    Terminals (docs/transport.md, "Endings" and "Cursors"): ``done`` ([DONE], or a resume's 204:
+    the client holds the whole run), ``error`` (the run's typed error chunk), ``failed`` (a
+    resume's typed 409 ``stream_failed``). Else ``drop`` (cut, or a retryable
+    ``transport_stream_drop`` error chunk) or ``refused``. ``first`` (when given) receives the
+    monotonic time of the first chunk frame.
     """
     try:
         with client.stream(method, url, **kwargs) as response:
             if response.status_code != 200:
-                tally.answer(response.status_code, response.read())
+                body = response.read()
+                tally.answer(response.status_code, body)
+                if response.status_code == 204 and method == "GET":
+                    return "done"
+                if response.status_code == 409 and json.loads(body or b"{}").get("error") == "stream_failed":
+                    return "failed"
                 return "refused"
             for sse in EventSource(response).iter_sse():
                 if sse.data == "[DONE]":
                     return "done"
                 if sse.event == "error":
                     tally.answer(0, sse.data.encode())
-                    return "error"
+                    chunk = json.loads(sse.data)
+                    if sse.id:
+                        got.append((int(sse.id), chunk))
+                    code = json.loads(chunk.get("errorText") or "{}").get("code")
+                    return "drop" if code == "transport_stream_drop" else "error"
                 if sse.id and sse.data:  # an id without data (an internal chunk) only moves the cursor
                     got.append((int(sse.id), json.loads(sse.data)))
                     if first is not None and not first:
@@ -192,8 +205,11 @@ def read_stream(
     return "drop"
 
 
-def follow_run(client: httpx.Client, site: Site, sid: str, tally: Tally, got: list) -> None:
-    """Send in ``sid`` and read to a terminal frame, resuming from the cursor after drops (60 s at most)."""
+def follow_run(client: httpx.Client, site: Site, sid: str, tally: Tally, got: list, result: dict) -> None:
+    """Send in ``sid`` and read to a terminal frame, resuming from the cursor after drops (60 s at most).
+
+    ``result["state"]`` is the last read's outcome (:func:`read_stream`).
+    """
     message = {"id": f"u_{uuid.uuid4().hex[:10]}", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
     body = {"id": sid, "messages": [message], "trigger": "submit-message"}
     url = site.server.url(f"/helix/api/sessions/{sid}/chat")
@@ -204,6 +220,7 @@ def follow_run(client: httpx.Client, site: Site, sid: str, tally: Tally, got: li
         tally.continuations += 1
         cursor = max(sequence for sequence, _chunk in got)
         outcome = read_stream(client, "GET", url, tally, got, headers={"X-Resume-From-Sequence": str(cursor)})
+    result["state"] = outcome
 
 
 def recover_seconds(client: httpx.Client, site: Site, tally: Tally) -> float | None:
@@ -227,8 +244,12 @@ def recover_seconds(client: httpx.Client, site: Site, tally: Tally) -> float | N
     return None
 
 
-def check_run(site: Site, sid: str, got: list) -> dict[str, int]:
-    """Compare what the client got with what the stream stored; wait for the run to be terminal (30 s)."""
+def check_run(site: Site, sid: str, got: list, *, told_failed: bool = False) -> dict[str, int]:
+    """Compare what the client got with what the stream stored; wait for the run to be terminal (30 s).
+
+    With ``told_failed`` (a resume answered the typed 409 ``stream_failed``), the stored
+    ``error`` chunk reached the client as that answer: it is not lost.
+    """
     deadline = time.monotonic() + 30
     while True:
         statuses = [row[0] for row in site.rows("SELECT status FROM helix_django_run WHERE session_id = ?", (sid,))]
@@ -241,7 +262,11 @@ def check_run(site: Site, sid: str, got: list) -> dict[str, int]:
             "SELECT sequence, payload FROM helix_django_streamchunk WHERE stream_id = ?", (sid,)
         )
     ]
-    delivered = {sequence for sequence, chunk in stored if not chunk.get("type", "").startswith("helix-")}
+    delivered = {
+        sequence
+        for sequence, chunk in stored
+        if not chunk.get("type", "").startswith("helix-") and not (told_failed and chunk.get("type") == "error")
+    }
     received = [sequence for sequence, _chunk in got]
     doubled = len(received) - len(set(received))
     text = "".join(chunk.get("delta", "") for _s, chunk in sorted(stored) if chunk.get("type") == "text-delta").split()
@@ -268,8 +293,8 @@ def run_fault(site: Site, fault: str, injections: int, rng: random.Random) -> di
     headers = {"Authorization": f"Token {site.token}"}
     with httpx.Client(headers=headers, timeout=httpx.Timeout(30, read=60)) as client:
         for _ in range(injections):
-            sid, got = f"chat_{uuid.uuid4().hex[:16]}", []
-            reader = threading.Thread(target=follow_run, args=(client, site, sid, tally, got))
+            sid, got, outcome = f"chat_{uuid.uuid4().hex[:16]}", [], {}
+            reader = threading.Thread(target=follow_run, args=(client, site, sid, tally, got, outcome))
             reader.start()
             time.sleep(rng.uniform(0.3, 0.8 * len(WORDS) / PACE_TPS))
             site.inject(fault)
@@ -280,7 +305,7 @@ def run_fault(site: Site, fault: str, injections: int, rng: random.Random) -> di
                 site.server.restart()
             else:
                 report["recovery_seconds_max"] = round(max(report["recovery_seconds_max"], seconds), 2)
-            for key, value in check_run(site, sid, got).items():
+            for key, value in check_run(site, sid, got, told_failed=outcome.get("state") == "failed").items():
                 report[key] = report.get(key, 0) + value
     report.update(
         {
