@@ -15,7 +15,7 @@ from typing import Any
 from helix_django.errors import HelixError, StreamDropError
 from helix_django.metrics import delivery_observer
 from helix_django.models import Run, RunStatus
-from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, ResumableReader, StoredChunk, StreamInfo
+from helix_django.streams.base import ENDED, BaseStreamManager, ResumableReader, StoredChunk, StreamInfo
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
 from helix_django.transport.sse import DONE as DONE_FRAME
 from helix_django.transport.sse import error_frame, frame
@@ -167,7 +167,10 @@ def _terminal_frames(plan: ResponsePlan, response_filter: ResponseFilter, info: 
     A clean terminal of the run is ``[DONE]`` (after ``abort`` for a cancelled one, which
     the filter sent); a run that ended failed or interrupted with no stored ``error``
     chunk gets its typed error; a stream that ended without the run's ``helix-run-end``
-    is told from the stream's own status; anything else is a drop (retryable).
+    is told from the stream's own status. Anything else is a drop (retryable), a paused
+    stream included: a run that waits for the browser wrote its ``suspended`` end first
+    (the filter's ``[DONE]``), so a pause without it is a recovery fencing the run's
+    writer (recovery/scan.py, ``fence_writer``), whose ending follows.
     """
     if response_filter.terminal == ERROR:
         return []
@@ -178,8 +181,6 @@ def _terminal_frames(plan: ResponsePlan, response_filter: ResponseFilter, info: 
     if info is not None and info.status == ENDED:
         abort = [frame(dict(ABORT_CHUNK))] if info.end_status == "cancelled" else []
         return [*abort, DONE_FRAME]
-    if info is not None and info.status == PAUSED:
-        return [DONE_FRAME]
     if plan.run is not None and plan.run.status == RunStatus.COMPLETED and plan.reader is None:
         return [DONE_FRAME]
     return [error_frame(_final_error(plan.run))]

@@ -26,10 +26,10 @@ from typing import Any
 
 from helix_django.conf import helix_settings
 from helix_django.errors import NotResumableError, SessionNotFoundError, StreamDropError, StreamFailedError
-from helix_django.models import ChatSession, Message, Run
+from helix_django.models import ChatSession, Message, Run, RunStatus
 from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import ACTIVE, FAILED, BaseStreamManager, StreamInfo
+from helix_django.streams.base import ACTIVE, FAILED, PAUSED, BaseStreamManager, StreamInfo
 from helix_django.transport.chat_request import ChatRequest
 from helix_django.transport.frames import check_cursor
 from helix_django.transport.plan import ResponsePlan, read_plan
@@ -159,6 +159,10 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
         if request.cursor is None and run.kind in CONTINUATION_KINDS:
             return await plan_prefix(session, run, run.response_message_id)
         live = await wait_until_live(manager, stream_id, run)
+        if live is not None and live.status == PAUSED and run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
+            # Paused but not waiting for the browser: a recovery fenced the run's writer and is
+            # deciding its ending (recovery/scan.py, fence_writer). Ask the client to come back.
+            raise StreamDropError("The run is being recovered; resume again", cause="run_recovering")
         if live is None:  # the run ended while we waited: decide again from what it left
             if _depth >= _MAX_REPLANS:
                 raise StreamDropError(cause="run_not_live")

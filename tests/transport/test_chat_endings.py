@@ -7,6 +7,7 @@ bare ``[DONE]``, a cancelled one sends ``abort`` before ``[DONE]``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -113,3 +114,23 @@ async def test_a_stream_ended_cancelled_without_the_runs_end_chunk_sends_abort()
     manager = await stream_of([("end", "cancelled")])
     frames = await frames_of(manager, live=True)
     assert frames[-2:] == [{"type": "abort"}, "[DONE]"]
+
+
+async def test_a_stream_paused_by_a_recovery_fence_is_a_drop_never_done():
+    """Recovery pauses the stream to fence the run's writer (recovery/scan.py): a live reader must re-attach, not finish."""
+    manager = await stream_of([])
+    info = await manager.get_info("s1")
+    run = Run(id=RUN, status=RunStatus.STREAMING)
+    reader = ResumableReader(manager, "s1", from_sequence=0, wait_for_live=False, info=info)
+    plan = ResponsePlan(reader=reader, filter=ResponseFilter(run_id=RUN), run=run)
+
+    async def fence_soon():
+        await asyncio.sleep(0.05)
+        await manager.pause_stream("s1", RUN)
+
+    fencing = asyncio.ensure_future(fence_soon())
+    frames = parse([part async for part in plan_frames(plan)])
+    await fencing
+    assert "[DONE]" not in frames
+    body = json.loads(frames[-1]["errorText"])
+    assert body["code"] == "transport_stream_drop" and body["retryable"] is True

@@ -217,3 +217,24 @@ async def test_the_websocket_refuses_a_cursor_beyond_the_head_typed(configured, 
     await ws.send_json_to({"type": "resume", "from_sequence": head})
     assert (await ws.receive_json_from(timeout=10)) == {"type": "end", "status": "completed"}
     await ws.disconnect()
+
+
+async def test_a_resume_while_a_recovery_fences_the_run_is_a_retryable_503(configured, token):
+    """A live run whose stream a recovery paused (fence_writer) is being decided: come back, never a 204."""
+    from django.conf import settings
+
+    from helix_django.recovery.scan import arecover_run, fence_writer
+
+    user, auth = token
+    with override_settings(HELIX={**settings.HELIX, **helix(default=agent({"TEXT": LONG, "PACE_TPS": 25}))}):
+        sid = new_session_id()
+        session, _ = await store.aget_or_create_session(sid, owner_id=user.pk)
+        handle = await get_executor().execute(session, [user_message("fenced")])
+        run = await Run.objects.aget(pk=handle.run_id)
+        assert await fence_writer(run)
+        status, body = await request("GET", chat(sid), auth, cursor(handle.from_sequence + 2))
+        assert status == 503 and body["code"] == "transport_stream_drop" and body["cause"] == "run_recovering"
+        assert (await arecover_run(run.id, force=True, query_provider=False)).outcome == "interrupted"
+        status, body = await request("GET", chat(sid), auth, cursor(handle.from_sequence + 2))
+        assert status == 409 and body["error"] == "stream_failed" and body["code"] == "run_interrupted"
+        await get_executor().wait(handle.run_id, 10)
