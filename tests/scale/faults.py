@@ -186,14 +186,17 @@ def read_stream(
                 if response.status_code == 409 and json.loads(body or b"{}").get("error") == "stream_failed":
                     return "failed"
                 return "refused"
+            previous_id = None
             for sse in EventSource(response).iter_sse():
+                # The SSE last-event-id carries over to events without an ``id:`` line (a drop's error).
+                event_id, previous_id = (sse.id if sse.id != previous_id else None), sse.id or previous_id
                 if sse.data == "[DONE]":
                     return "done"
                 if sse.event == "error":
                     tally.answer(0, sse.data.encode())
                     chunk = json.loads(sse.data)
-                    if sse.id:
-                        got.append((int(sse.id), chunk))
+                    if event_id:
+                        got.append((int(event_id), chunk))
                     code = json.loads(chunk.get("errorText") or "{}").get("code")
                     return "drop" if code == "transport_stream_drop" else "error"
                 if sse.id and sse.data:  # an id without data (an internal chunk) only moves the cursor

@@ -92,13 +92,16 @@ def read(client: httpx.Client, method: str, url: str, got: list, stop_after: int
                 is_failed = response.status_code == 409 and response.json().get("error") == "stream_failed"
                 return "failed" if is_failed else "refused"
             count = 0
+            previous_id = None
             for sse in EventSource(response).iter_sse():
+                # The SSE last-event-id carries over to events without an ``id:`` line (a drop's error).
+                event_id, previous_id = (sse.id if sse.id != previous_id else None), sse.id or previous_id
                 if sse.data == "[DONE]":
                     return "done"
                 chunk = json.loads(sse.data) if sse.data else None
                 if chunk and chunk.get("type") == "error":
-                    if sse.id:
-                        got.append((int(sse.id), chunk))
+                    if event_id:
+                        got.append((int(event_id), chunk))
                     code = json.loads(chunk.get("errorText") or "{}").get("code")
                     return "drop" if code == "transport_stream_drop" else "error"
                 if sse.id and sse.data:
