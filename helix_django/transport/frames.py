@@ -19,7 +19,7 @@ from typing import Any
 
 from helix_django.errors import HelixError, NotResumableError, StreamDropError
 from helix_django.metrics import delivery_observer
-from helix_django.protocol import to_ui_chunk
+from helix_django.protocol import RUN_KEY, to_ui_chunk
 from helix_django.streams.base import ENDED, FAILED, PAUSED, ResumableReader, StreamInfo
 
 
@@ -69,10 +69,16 @@ async def stream_frames(reader: ResumableReader, *, route: str = "stream") -> As
     ``route`` labels the delivery-lag metric (``stream``, ``websocket``; :mod:`helix_django.metrics`).
     """
     observe_lag = delivery_observer(route)
+    ended_runs: set[Any] = set()
     try:
         async for sequence, chunk in reader:
             if observe_lag is not None:
                 observe_lag(chunk)
+            run = chunk.get(RUN_KEY)
+            if chunk.get("type") == "helix-run-end":
+                ended_runs.add(run)
+            elif run in ended_runs:
+                continue  # a write of a run after its end (a fenced writer's retry): never shown
             frame = chunk_frame(sequence, chunk)
             if frame is not None:
                 yield frame

@@ -173,6 +173,8 @@ class ResponseFilter:
         if kind == "error":
             self.terminal = ERROR
             return [error_ui_chunk(chunk)]
+        if self.expect_error:
+            return []  # the run ended: nothing of it after its end, only the error that follows
         if not self._follows(chunk):
             return []
         self.attempts.observe(sequence, chunk)

@@ -250,8 +250,9 @@ def recover_seconds(client: httpx.Client, site: Site, tally: Tally) -> float | N
 def check_run(site: Site, sid: str, got: list, *, told_failed: bool = False) -> dict[str, int]:
     """Compare what the client got with what the stream stored; wait for the run to be terminal (30 s).
 
-    With ``told_failed`` (a resume answered the typed 409 ``stream_failed``), the stored
-    ``error`` chunk reached the client as that answer: it is not lost.
+    With ``told_failed`` (a resume answered the typed 409 ``stream_failed``), what the stream
+    holds after the client's cursor reached it as that answer, which sends it to the snapshot
+    (docs/transport.md, "Cursors"): not lost.
     """
     deadline = time.monotonic() + 30
     while True:
@@ -265,10 +266,11 @@ def check_run(site: Site, sid: str, got: list, *, told_failed: bool = False) -> 
             "SELECT sequence, payload FROM helix_django_streamchunk WHERE stream_id = ?", (sid,)
         )
     ]
+    cursor = max((sequence for sequence, _chunk in got), default=0)
     delivered = {
         sequence
         for sequence, chunk in stored
-        if not chunk.get("type", "").startswith("helix-") and not (told_failed and chunk.get("type") == "error")
+        if not chunk.get("type", "").startswith("helix-") and not (told_failed and sequence > cursor)
     }
     received = [sequence for sequence, _chunk in got]
     doubled = len(received) - len(set(received))

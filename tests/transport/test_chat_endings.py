@@ -16,6 +16,7 @@ from helix_django.errors import RunInterruptedError
 from helix_django.models import Run, RunStatus
 from helix_django.streams.base import ResumableReader
 from helix_django.streams.memory import MemoryStreamManager
+from helix_django.transport.frames import stream_frames
 from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.replay import ResponseFilter
 from tests.transport.test_plan_frames import RUN, chunk, parse
@@ -134,3 +135,19 @@ async def test_a_stream_paused_by_a_recovery_fence_is_a_drop_never_done():
     assert "[DONE]" not in frames
     body = json.loads(frames[-1]["errorText"])
     assert body["code"] == "transport_stream_drop" and body["retryable"] is True
+
+
+@pytest.mark.parametrize("live", [True, False], ids=["live-reader", "backlog"])
+async def test_nothing_of_a_run_is_sent_after_its_end(live):
+    """A fenced writer's retried append can land after the recovery's run end (seen with a full disk): never shown."""
+    late = [chunk("text-delta", id="t", delta=" late"), chunk("text-end", id="t")]
+    manager = await stream_of(
+        [("append", [chunk("helix-run-end", status="interrupted"), *late]), ("fail", INTERRUPTED_BODY)]
+    )
+    frames = await frames_of(manager, live=live)
+    assert "late" not in json.dumps(frames)
+    assert frames[-1]["type"] == "error"
+    info = await manager.get_info("s1")
+    reader = ResumableReader(manager, "s1", from_sequence=0, wait_for_live=False, info=info)
+    raw = [frame async for frame in stream_frames(reader)]
+    assert "late" not in json.dumps(raw) and raw[-1]["type"] == "fail"
