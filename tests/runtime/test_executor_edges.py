@@ -88,7 +88,12 @@ async def test_cancel_of_a_suspended_run_ends_it_cancelled(executor, session, us
     info = await get_stream_manager().get_info(session.stream_id)
     assert (info.status, info.end_status) == ("ended", "cancelled")
     reply = (await rows(session.id))[1]
-    assert reply["metadata"]["helix"] == {"runId": run.id, "status": "cancelled", "partial": True, "cancelledBy": "user"}
+    assert reply["metadata"]["helix"] == {
+        "runId": run.id,
+        "status": "cancelled",
+        "partial": True,
+        "cancelledBy": "user",
+    }
     assert (await ToolExecution.objects.aget(run=run)).status == "awaiting_client"
     with pytest.raises(RunNotActionableError):
         await executor.submit_tool_results(session=session, run_id=run.id, results=[{"toolCallId": "c-1", "output": 1}])
