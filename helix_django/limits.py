@@ -26,7 +26,7 @@ from helix_django.conf import helix_settings
 
 Chunk = dict[str, Any]
 DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
-#: JSON bytes one character can take: a non-BMP character escaped as two ``\\uXXXX``.
+#: JSON bytes one character can take: a non-BMP character escaped as two ``\\u`` escapes of four hex digits.
 MAX_BYTES_PER_CHAR = 12
 #: Bytes of a delta chunk besides its text (type, ids, run stamps); generous.
 DELTA_OVERHEAD_BYTES = 4096
