@@ -81,11 +81,10 @@ if os.environ.get("DATABASE_URL"):
     # bounds the process's connections and replaces broken ones (docs/scale-out.md, "Connections").
     DATABASES = {"default": dj_database_url.parse(os.environ["DATABASE_URL"], conn_max_age=0)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        from psycopg_pool import ConnectionPool
-
+        # A connection the database dropped while idle in the pool is replaced on checkout:
+        # Django passes the pool ConnectionPool.check_connection when health checks are on.
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            # A connection the database dropped while idle in the pool is replaced on checkout.
-            "check": ConnectionPool.check_connection,
             "min_size": 2,
             "max_size": int(os.environ.get("HELIX_DB_POOL_SIZE", "10")),
             # Seconds a request waits for a free connection (or for the database to come back)
