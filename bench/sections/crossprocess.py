@@ -149,19 +149,9 @@ async def run(sizes: Sizes) -> list[Row]:
 
     pace = sizes.live_tokens_per_second
     tokens = max(20, int(sizes.live_seconds * pace))
-    helix = {
-        "AGENTS": {
-            "default": {
-                "PROVIDER": {
-                    "BACKEND": "bench.provider.ClockProvider",
-                    "OPTIONS": {"TOKENS": tokens, "PACE_TPS": pace},
-                },
-                "MODEL": "clock-1",
-                "SYSTEM_PROMPT": "You are a benchmark.",
-                "TOOLS": [],
-            }
-        }
-    }
+    from bench.sections.sse import clock_agent_settings
+
+    helix = clock_agent_settings(tokens, pace)
     headers = await sync_to_async(token_headers)()
     cookie = await sync_to_async(session_cookie)()
     servers = await sync_to_async(start_servers)(helix, f"helix-bench-{uuid.uuid4().hex}")

@@ -167,19 +167,7 @@ async def run(sizes: Sizes) -> list[Row]:
     runs_list = sizes.live_runs
     longest = max(runs_list)
     tokens = int(sizes.live_seconds * pace)
-    helix = {
-        "AGENTS": {
-            "default": {
-                "PROVIDER": {
-                    "BACKEND": "bench.provider.ClockProvider",
-                    "OPTIONS": {"TOKENS": tokens, "PACE_TPS": pace},
-                },
-                "MODEL": "clock-1",
-                "SYSTEM_PROMPT": "You are a benchmark.",
-                "TOOLS": [],
-            }
-        }
-    }
+    helix = clock_agent_settings(tokens, pace)
     headers = await sync_to_async(token_headers)()
     server = await sync_to_async(start_server)(helix)
     repeats = max(1, min(sizes.repeats, 2))
@@ -201,3 +189,20 @@ async def run(sizes: Sizes) -> list[Row]:
     finally:
         await sync_to_async(server.stop)()
     return rows
+
+
+def clock_agent_settings(tokens: int, pace: float) -> dict:
+    """HELIX settings of a server whose default agent is the benchmark's clock provider."""
+    return {
+        "AGENTS": {
+            "default": {
+                "PROVIDER": {
+                    "BACKEND": "bench.provider.ClockProvider",
+                    "OPTIONS": {"TOKENS": tokens, "PACE_TPS": pace},
+                },
+                "MODEL": "clock-1",
+                "SYSTEM_PROMPT": "You are a benchmark.",
+                "TOOLS": [],
+            }
+        }
+    }
