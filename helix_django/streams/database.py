@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -33,14 +34,13 @@ from helix_django.streams.base import (
     StreamInfo,
     raise_connection_error,
 )
+from helix_django.streams.group_commit import INFO_COLUMNS, GroupCommit, chunk_rows
 from helix_django.streams.tail import TailCache
+
+logger = logging.getLogger(__name__)
 
 #: Compact JSON of a stored chunk; one shared encoder (``json.dumps`` with options builds one per call).
 _encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
-#: The columns of a StreamInfo, in the order :func:`_info_of` reads them.
-INFO_COLUMNS = "status, head_sequence, run_id, claim_epoch, end_status, error"
 
 
 def _info_of(stream_id: str, row: Sequence[Any]) -> StreamInfo:
@@ -82,6 +82,15 @@ class DatabaseStreamManager(BaseStreamManager):
             "WHERE held.run_id = '' OR excluded.claim_epoch > held.claim_epoch "
             "OR (held.run_id = excluded.run_id AND held.claim_epoch = excluded.claim_epoch)"
         )
+        self.group = GroupCommit(
+            self.using,
+            chunk_table=self._chunk_table,
+            stream_table=self._stream_table,
+            encode=_encode,
+            info_of=_info_of,
+            inline=bool(options.get("INLINE_WRITES", True)),
+        )
+        """How appends are committed: on the loop for SQLite where that never waits (:mod:`.group_commit`)."""
         self.tail = TailCache(
             max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
         )
@@ -153,71 +162,15 @@ class DatabaseStreamManager(BaseStreamManager):
         return sequences, info.with_head(sequences[-1]), payloads
 
     def _append_many_sync(self, requests: list[tuple[str, str, Sequence[Chunk]]]) -> list[Any]:
-        """Group commit: all requests in one transaction, three statements in all.
-
-        One locking SELECT of every stream involved, one ``executemany`` INSERT of every
-        chunk, one ``executemany`` UPDATE of the heads. Requests are applied in order (two
-        for one stream chain their sequences). A fenced request fails alone and writes
-        nothing; a database error fails the whole batch (nothing stored).
-        """
-        results: list[Any] = []
-        rows: list[tuple] = []
-        with transaction.atomic(using=self.using):
-            infos = self._select_infos(sorted({request[0] for request in requests}))
-            heads: dict[str, int] = {}
-            for stream_id, run_id, chunks in requests:
-                info = infos.get(stream_id)
-                if info is None or info.run_id != run_id:
-                    results.append(StreamFenceError(cause="stream_claimed_by_other_run"))
-                    continue
-                if info.status != ACTIVE:
-                    results.append(StreamFenceError(cause="stream_not_active"))
-                    continue
-                sequences, payloads = self._rows(stream_id, run_id, info.head_sequence, chunks, rows)
-                info = infos[stream_id] = info.with_head(sequences[-1])
-                heads[stream_id] = sequences[-1]
-                results.append((sequences, info, payloads))
-            if rows:
-                with connections[self.using].cursor() as cursor:
-                    cursor.executemany(self._insert_sql, rows)
-                    cursor.executemany(
-                        f"UPDATE {self._stream_table} SET head_sequence = %s WHERE stream_id = %s",  # noqa: S608
-                        [(head, stream_id) for stream_id, head in heads.items()],
-                    )
-        return results
-
-    def _select_infos(self, stream_ids: list[str]) -> dict[str, StreamInfo]:
-        """Lock (FOR UPDATE where supported) and read the rows of ``stream_ids``, in id order."""
-        connection = connections[self.using]
-        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-        out: dict[str, StreamInfo] = {}
-        with connection.cursor() as cursor:
-            for start in range(0, len(stream_ids), 500):
-                part = stream_ids[start : start + 500]
-                cursor.execute(
-                    f"SELECT stream_id, status, head_sequence, run_id, claim_epoch, end_status, error "  # noqa: S608
-                    f"FROM {self._stream_table} WHERE stream_id IN ({', '.join(['%s'] * len(part))}) "
-                    f"ORDER BY stream_id{lock}",
-                    part,
-                )
-                for stream_id, status, head, owner, epoch, end_status, error in cursor.fetchall():
-                    if isinstance(error, str):
-                        error = json.loads(error)
-                    out[stream_id] = StreamInfo(stream_id, status, head, owner, epoch, end_status, error)
-        return out
+        """Group commit on the ORM's thread (:class:`~helix_django.streams.group_commit.GroupCommit`)."""
+        return self.group.run_sync(requests)
 
     @staticmethod
     def _rows(
         stream_id: str, run_id: str, head: int, chunks: Sequence[Chunk], rows: list[tuple]
     ) -> tuple[list[int], list[str]]:
         """Append the INSERT rows of ``chunks`` (sequences after ``head``) to ``rows``; return (sequences, payloads)."""
-        sequences = list(range(head + 1, head + 1 + len(chunks)))
-        payloads = [_encode(chunk) for chunk in chunks]
-        rows.extend(
-            (stream_id, seq, run_id, chunk.get("_attempt", ""), chunk.get("_step", 0), chunk.get("type", ""), payload)
-            for seq, chunk, payload in zip(sequences, chunks, payloads, strict=True)
-        )
-        return sequences, payloads
+        return chunk_rows(stream_id, run_id, head, chunks, rows, _encode)
 
     def _claim_sync(self, stream_id: str, run_id: str, epoch: int) -> StreamInfo:
         """Claim with one upsert: insert the row claimed, or take it over if the fence allows.
@@ -333,9 +286,21 @@ class DatabaseStreamManager(BaseStreamManager):
     ) -> tuple[StreamInfo, list[int]]:
         """Claim and store the first ``chunks`` in one transaction and one thread hop (see the base class)."""
         self.tail.forget(stream_id)
-        claimed, sequences, info, payloads = await self._call(
-            "claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks)
-        )
+        token = await self._call("claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks))
+        return self.claimed(stream_id, token)
+
+    def joins_transactions_of(self, alias: str) -> bool:
+        """Whether this manager writes to ``alias`` (its claims can join a transaction there)."""
+        return alias == self.using
+
+    def claim_in_transaction(self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk]) -> Any:
+        """Claim and insert ``chunks`` inside the caller's transaction (see the base class)."""
+        self.tail.forget(stream_id)
+        return self._claim_and_append_sync(stream_id, run_id, epoch, list(chunks))
+
+    def claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
+        """Record the committed claim's chunks in the tail and wake readers (see the base class)."""
+        claimed, sequences, info, payloads = token
         self.tail.forget(stream_id)
         if sequences:
             self.tail.extend(stream_id, info, sequences[0], payloads)
@@ -369,7 +334,11 @@ class DatabaseStreamManager(BaseStreamManager):
             while batch := self._queues.pop(loop, None):
                 requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
                 try:
-                    results = await self._call("append", self._append_many_sync, requests, retry=True)
+                    results = self.group.run_inline(requests)
+                    if results is None:
+                        results = await self._call("append", self._append_many_sync, requests, retry=True)
+                    elif self.group.inline is not None and self.group.inline.checkpoint_due:
+                        loop.create_task(self._checkpoint())
                 except Exception as exc:  # StreamConnectionError: nothing of this batch was stored
                     for *_request, future in batch:
                         if not future.done():
@@ -389,6 +358,13 @@ class DatabaseStreamManager(BaseStreamManager):
                     self.notifier.notify(stream_id)
         finally:
             self._draining.pop(loop, None)
+
+    async def _checkpoint(self) -> None:
+        """Checkpoint the WAL on the ORM's thread (the inline connection never does); a failure is logged."""
+        try:
+            await self._call("checkpoint", self.group.checkpoint_sync)
+        except Exception as exc:  # noqa: BLE001 - the next checkpoint, or any other connection's, catches up
+            logger.warning("WAL checkpoint failed: %s", type(exc).__name__)
 
     async def _set_status(self, stream_id: str, run_id: str, status: str, **fields: Any) -> StreamInfo:
         self.tail.forget(stream_id)

@@ -30,13 +30,13 @@ async def test_concurrent_appends_of_many_streams_share_one_transaction():
     for i in range(5):
         await manager.claim_stream(f"s{i}", f"run_{i}", epoch=1)
     batches = []
-    original = manager._append_many_sync
+    original = manager.group.statements
 
-    def counting(requests):
+    def counting(cursor, placeholder, requests, lock):  # the statements of a group commit, wherever they run
         batches.append(len(requests))
-        return original(requests)
+        return original(cursor, placeholder, requests, lock)
 
-    manager._append_many_sync = counting
+    manager.group.statements = counting
     results = await asyncio.gather(*(manager.append(f"s{i % 5}", f"run_{i % 5}", [delta(i)]) for i in range(20)))
     assert sorted(seq for r in results for seq in r) == sorted([1, 2, 3, 4] * 5)
     assert sum(batches) == 20

@@ -1,0 +1,123 @@
+"""On SQLite in WAL mode a flush commits on the event loop, never waits for a lock, and falls back to the ORM's thread.
+
+helix_django/streams/group_commit.py: the thread hop per flush cost twice the transaction;
+an inline commit skips it where a commit can neither wait (zero busy timeout) nor sync
+(WAL, ``synchronous`` NORMAL). Locked or failed: the batch goes through the ORM's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+
+import pytest
+from django.db import connection
+
+from helix_django.streams import group_commit
+from helix_django.streams.database import DatabaseStreamManager
+from helix_django.streams.group_commit import CHECKPOINT_EVERY, _open
+
+pytestmark = pytest.mark.django_db(transaction=True)
+sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="the inline commit is SQLite's")
+
+
+def delta(n: int) -> dict:
+    return {"type": "text-delta", "id": "t", "delta": f"c{n} "}
+
+
+def hop_counter(manager: DatabaseStreamManager) -> list[str]:
+    """Record every trip of ``manager`` to the ORM's thread (its ``_call``)."""
+    hops: list[str] = []
+    original = manager._call
+
+    async def counting(what, fn, *args, **kwargs):
+        hops.append(what)
+        return await original(what, fn, *args, **kwargs)
+
+    manager._call = counting
+    return hops
+
+
+@sqlite_only
+async def test_a_flush_commits_on_the_loop_with_no_thread_hop():
+    manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    hops = hop_counter(manager)
+    for n in range(1, 21):
+        assert await manager.append("s1", "run_a", [delta(n)]) == [n]
+    assert hops == []
+    assert manager.group.inline.commits == 20
+    manager.tail.forget("s1")  # read back from the database, not the tail
+    chunks, info = await manager.read_after("s1", 0)
+    assert [seq for seq, _chunk in chunks] == list(range(1, 21)) and info.head_sequence == 20
+
+
+@sqlite_only
+async def test_a_locked_database_sends_the_flush_to_the_orm_thread_and_the_loop_never_waits():
+    manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [delta(1)])
+    hops = hop_counter(manager)
+    holder = sqlite3.connect(str(connection.settings_dict["NAME"]), isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction holds the lock
+    try:
+        started = time.perf_counter()
+        append = asyncio.ensure_future(manager.append("s1", "run_a", [delta(2)]))
+        ticks = 0
+        while time.perf_counter() - started < 0.3:  # the loop keeps running while the lock is held
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert ticks >= 10 and not append.done()
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert await asyncio.wait_for(append, 10) == [2]
+    assert hops == ["append"]  # the batch went through the ORM's thread, which waited for the lock
+
+
+@sqlite_only
+async def test_a_fenced_append_committed_inline_fails_alone():
+    manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("a", "run_a", epoch=1)
+    await manager.claim_stream("b", "run_b", epoch=1)
+    hops = hop_counter(manager)
+    ok, fenced = await asyncio.gather(
+        manager.append("a", "run_a", [delta(1)]), manager.append("b", "run_x", [delta(1)]), return_exceptions=True
+    )
+    assert ok == [1] and type(fenced).__name__ == "StreamFenceError" and hops == []
+    assert (await manager.get_info("b")).head_sequence == 0
+
+
+@sqlite_only
+async def test_the_wal_is_checkpointed_on_the_orm_thread_every_so_many_inline_commits(monkeypatch):
+    manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    checkpoints: list[int] = []
+    monkeypatch.setattr(manager.group, "checkpoint_sync", lambda: checkpoints.append(manager.group.inline.commits))
+    for n in range(1, CHECKPOINT_EVERY + 2):
+        await manager.append("s1", "run_a", [delta(n)])
+    await asyncio.sleep(0.2)
+    assert checkpoints == [CHECKPOINT_EVERY]
+
+
+def test_commits_that_could_wait_or_sync_are_never_made_on_the_loop(tmp_path):
+    rollback_journal = tmp_path / "journal.sqlite3"
+    sqlite3.connect(rollback_journal).execute("CREATE TABLE t (x)")
+    assert _open(str(rollback_journal), {}) is None  # DELETE journal: every commit syncs
+    wal_full = tmp_path / "wal.sqlite3"
+    assert _open(str(wal_full), {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL"}) is None
+    assert _open("file:memdb1?mode=memory&cache=shared", {}) is None
+    opened = _open(str(wal_full), {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"})
+    assert opened is not None
+    assert opened.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    opened.close()
+
+
+async def test_the_option_turns_inline_commits_off():
+    manager = DatabaseStreamManager("default", {"INLINE_WRITES": False})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    hops = hop_counter(manager)
+    assert await manager.append("s1", "run_a", [delta(1)]) == [1]
+    assert hops == ["append"] and manager.group.inline is None
+    assert group_commit.RAW_BEGIN[connection.vendor]  # the ORM thread's raw path serves this backend
