@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import os
 import socket
@@ -38,6 +39,7 @@ from helix_django.errors import (
     RunNotFoundError,
     RunStartConflictError,
     RunSupersededError,
+    StreamFenceError,
     ValidationError,
 )
 from helix_django.ids import validate_request_key
@@ -50,9 +52,11 @@ from helix_django.runtime.agents import get_agent
 from helix_django.runtime.entries import acurrent_run, typed
 from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Entry, Launch, RunHandle
+from helix_django.runtime.opening import claim_in_start, opening_chunks
 from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
 from helix_django.signals import run_started
+from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
 from helix_django.streams.writer import StreamWriter
 
@@ -234,7 +238,13 @@ class LocalExecutor(RestartsMixin):
             await guards.acheck_no_unknown_side_effects(request)
         owner = self._new_lease_owner()
         request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
-        result = await store.astart_run(request)
+        joined = manager.joins_transactions_of(write_alias())
+        if joined:  # the claim and the opening chunks in the run-start transaction: one hop, one commit
+            request.in_transaction = functools.partial(claim_in_start, manager, session.stream_id, launch)
+        try:
+            result = await store.astart_run(request)
+        except StreamFenceError:  # the claim failed, so nothing of the start was committed
+            raise AlreadyRunningError() from None
         session._state.adding = False
         run = result.run
         entry = self._entries[run.id] = Entry()
@@ -251,16 +261,15 @@ class LocalExecutor(RestartsMixin):
                 approved=launch.approved,
                 add_continue_instruction=launch.add_continue_instruction,
             )
-            opening = {"type": "helix-run-start", "runId": run.id, "kind": request.kind, "attempt": run.attempt}
-            chunks = [
-                loop.prepare({**opening, "messageId": run.response_message_id}),
-                loop.prepare({"type": "start", "messageId": run.response_message_id}),
-                *(loop.prepare(chunk) for chunk in (launch.prelude(result) if launch.prelude else [])),
-            ]
-            # The claim and the opening chunks: one write before the caller's first byte.
-            claimed, sequences = await manager.claim_and_append(
-                session.stream_id, run.id, epoch=result.checkpoint.id, chunks=chunks
-            )
+            if joined:
+                claimed, sequences = manager.claimed(session.stream_id, result.joined[0])
+                for chunk in result.joined[1]:
+                    loop.prepare(chunk)
+            else:  # the claim and the opening chunks: one write before the caller's first byte
+                chunks = [loop.prepare(chunk) for chunk in opening_chunks(result, launch)]
+                claimed, sequences = await manager.claim_and_append(
+                    session.stream_id, run.id, epoch=result.checkpoint.id, chunks=chunks
+                )
             writer.last_sequence = sequences[-1]
             if claimed.head_sequence > run.start_sequence:
                 # A superseded run wrote between our head read and the claim: our chunks start later.

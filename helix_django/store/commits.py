@@ -6,6 +6,7 @@ Every write of a run is fenced on its run id (002, "Superseded runs").
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -63,6 +64,10 @@ class RunStartRequest:
     ``truncate_to`` rewinds the conversation to that many rows first (a ``truncate``
     checkpoint). ``expected_current_run_id`` is the compare-and-set on the session's current run (``_UNSET`` skips it).
     ``new_session``: create the session in the same transaction when it does not exist yet.
+    ``in_transaction``: called with the result inside the run-start transaction, after
+    its writes; what it returns is the result's ``joined``, and what it raises rolls the
+    whole start back (the executor claims the stream there: one transaction and one
+    thread hop before the first byte, issue 23).
     """
 
     session_id: str
@@ -84,6 +89,7 @@ class RunStartRequest:
     lease_seconds: int = 30
     continuation: dict[str, Any] = dataclasses.field(default_factory=dict)
     new_session: NewSession | None = None
+    in_transaction: Callable[[RunStartResult], Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +100,8 @@ class RunStartResult:
     checkpoint: Checkpoint
     truncate_checkpoint: Checkpoint | None
     superseded_run_ids: list[str]
+    joined: Any = None
+    """What the request's ``in_transaction`` returned (None without one)."""
 
 
 def _lock_session(session_id: str) -> ChatSession:
@@ -297,7 +305,10 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             _write_message(session, position, message, run=run, checkpoint_id=cp.id, is_new=position >= first_new)
         if not create:
             session.save(update_fields=["current_run", "message_count", "updated_at"])
-    return RunStartResult(run=run, checkpoint=cp, truncate_checkpoint=truncate_cp, superseded_run_ids=live)
+        result = RunStartResult(run=run, checkpoint=cp, truncate_checkpoint=truncate_cp, superseded_run_ids=live)
+        if request.in_transaction is not None:
+            result = dataclasses.replace(result, joined=request.in_transaction(result))
+    return result
 
 
 def commit_step(

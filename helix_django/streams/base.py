@@ -110,6 +110,27 @@ class BaseStreamManager(abc.ABC):
         info = await self.claim_stream(stream_id, run_id, epoch=epoch)
         return info, await self.append(stream_id, run_id, chunks) if chunks else []
 
+    def joins_transactions_of(self, alias: str) -> bool:
+        """Whether a claim may be made inside a transaction of database ``alias`` (see :meth:`claim_in_transaction`).
+
+        The database manager on that alias: a run's start and its stream claim are then
+        one transaction and one thread hop (issue 23). False for every other manager.
+        """
+        return False
+
+    def claim_in_transaction(self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk]) -> Any:
+        """Claim and store ``chunks`` inside the caller's transaction, on the ORM's thread; return a token.
+
+        Only where :meth:`joins_transactions_of` is true. Once that transaction committed,
+        pass the token to :meth:`claimed` on the event loop. Raises StreamFenceError (the
+        caller's transaction then rolls back).
+        """
+        raise NotImplementedError
+
+    def claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
+        """Once :meth:`claim_in_transaction`'s transaction committed: wake readers; return (claim info, sequences)."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         """Store ``chunks`` in order and return their sequences (one batch, one backend write).
