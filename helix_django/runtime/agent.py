@@ -27,7 +27,7 @@ from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agents import Agent
 from helix_django.runtime.context import CONTINUE_INSTRUCTION, to_provider_messages
 from helix_django.runtime.endings import EndingsMixin
-from helix_django.runtime.requests import aload_rows
+from helix_django.runtime.requests import abegin_streaming
 from helix_django.runtime.steps import AttemptStreamer, StepResult
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
 from helix_django.streams.writer import StreamWriter
@@ -139,8 +139,9 @@ class RunLoop(EndingsMixin):
             return RunStatus.SUPERSEDED
 
     async def _body(self) -> str:
-        await store.aupdate_run(self.run_id, status=RunStatus.STREAMING)
-        self.context = to_provider_messages(await aload_rows(self.run.session_id, self.run.start_message_count))
+        # One thread hop: the status write and the read of the conversation the model is sent.
+        rows = await abegin_streaming(self.run_id, self.run.session_id, self.run.start_message_count)
+        self.context = to_provider_messages(rows)
         if self.approved:
             await self._run_approved()
         reason = "stop"

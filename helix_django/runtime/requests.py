@@ -23,7 +23,7 @@ from typing import Any
 from helix_django.errors import RequestAlreadyCompletedError, RequestKeyConflictError, ValidationError
 from helix_django.ids import validate_message_id
 from helix_django.models import ChatSession, Message, Run, RunStatus, ToolExecution, ToolExecutionStatus
-from helix_django.orm import sync_to_async
+from helix_django.orm import retrying, sync_to_async
 from helix_django.runtime.context import is_tool_part
 from helix_django.store.reads import read_rows
 
@@ -141,6 +141,18 @@ def _rows(session_id: str, before: int) -> list[dict[str, Any]]:
 
 aload_rows = sync_to_async(_rows)
 """``await aload_rows(session_id, before)``: committed UIMessages at positions < ``before``."""
+
+
+def _begin_streaming(run_id: str, session_id: str, before: int) -> list[dict[str, Any]]:
+    """Mark the run ``streaming`` (fenced, :func:`helix_django.store.update_run`); return the rows of :func:`_rows`."""
+    from helix_django.store import update_run
+
+    update_run(run_id, status=RunStatus.STREAMING)
+    return _rows(session_id, before)
+
+
+abegin_streaming = retrying(_begin_streaming, what="run start")
+"""``await abegin_streaming(run_id, session_id, before)``: a run's first hop (a write, retried; then a read)."""
 
 
 def _response_row(session_id: str, position: int, ui_id: str) -> dict[str, Any] | None:
