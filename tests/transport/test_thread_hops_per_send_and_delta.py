@@ -1,0 +1,135 @@
+"""Thread hops of a chat send and of its delivered deltas: a design invariant, counted, never timed (issue 23).
+
+A thread hop (a call run on another thread: the ORM's, the validation worker's) costs
+more CPU than the transaction it carries. Counted here through the event loop's
+``run_in_executor``, which asgiref's ``sync_to_async`` and the validation worker use:
+
+- before a new chat's first byte: at most 2 (the host's middleware with authentication
+  and the session read; the run-start commit with the stream claim and the opening chunks);
+- while the answer streams to a reader at the head: no read of the stream reaches the
+  database (the tail serves it), and on SQLite no flush leaves the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+
+import pytest
+from channels.testing import ApplicationCommunicator
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import override_settings
+from rest_framework.authtoken.models import Token
+
+from helix_django.models import Run
+from tests.transport.conftest import agent_settings, new_session_id, send_body, user_message
+
+pytestmark = pytest.mark.django_db(transaction=True)
+READS = {"DatabaseStreamManager._read_sync", "DatabaseStreamManager._info_sync"}
+REPLY = " ".join(f"w{i}" for i in range(40))
+
+
+def _target(fn):
+    """The function a hop runs (asgiref wraps it as the last partial of its thread handler)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.args[-1] if fn.args and isinstance(fn.args[-1], functools.partial) else fn.func
+    return getattr(fn, "__qualname__", repr(fn))
+
+
+class HopCounter:
+    """``(function, task name)`` of each call run through ``loop.run_in_executor`` while installed."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop, self.hops = loop, []
+        self._original = loop.run_in_executor
+
+    def __enter__(self) -> HopCounter:
+        def counting(executor, fn, *args):
+            task = asyncio.current_task()
+            self.hops.append((_target(fn), task.get_name() if task else ""))
+            return self._original(executor, fn, *args)
+
+        self.loop.run_in_executor = counting
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.loop.run_in_executor = self._original
+
+
+def _headers(key: str) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Token {key}".encode()), (b"content-type", b"application/json")]
+
+
+async def _token() -> str:
+    def create():
+        user = get_user_model().objects.create_user(username="hops", password="pw-not-secret")
+        return Token.objects.create(user=user).key
+
+    return await asyncio.to_thread(create)
+
+
+async def _send(key: str, pace: float):
+    """POST a new chat; return (hops before the first chunk frame, hops after it to [DONE], frames)."""
+    from tests.asgi import application
+
+    sid = new_session_id()
+    body = json.dumps(send_body(sid, [user_message("hi")])).encode()
+    path = f"/helix/api/sessions/{sid}/chat"
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"testserver"), *_headers(key)],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+        "scheme": "http",
+    }
+    with override_settings(HELIX={**agent_settings(TEXT=REPLY, PACE_TPS=pace)}):
+        communicator = ApplicationCommunicator(application, scope)
+        with HopCounter(asyncio.get_running_loop()) as counter:
+            await communicator.send_input({"type": "http.request", "body": body, "more_body": False})
+            start = await communicator.receive_output(10)
+            assert start["type"] == "http.response.start" and start["status"] == 200
+            frames = []
+            while True:
+                message = await communicator.receive_output(10)
+                if message.get("body", b"").startswith(b"id: "):
+                    break
+            before = list(counter.hops)
+            while True:
+                message = await communicator.receive_output(10)
+                frames.append(message.get("body", b""))
+                if b"[DONE]" in frames[-1] or not message.get("more_body"):
+                    break
+            after = counter.hops[len(before) :]
+        await communicator.wait(5)
+    assert await Run.objects.filter(session_id=sid, status="completed").aexists()
+    return before, after, frames
+
+
+async def test_a_new_chat_waits_for_two_thread_hops_before_its_first_byte():
+    key = await _token()
+    before, after, _frames = await _send(key, pace=0)
+    # The request's own hops; the run's task (helix-run-*) and its announcement run beside it.
+    waited = [name for name, task in before if not task.startswith("helix-run") and not name.startswith("Signal.asend")]
+    assert waited == ["_admit", "start_run"], waited  # a small body is checked on the loop, the claim joins the start
+    everything = [name for name, _task in before + after]
+    assert len(everything) <= 8, everything  # 15 before issue 23: see docs/performance.md, "Thread hops"
+
+
+async def test_deltas_reach_a_reader_at_the_head_without_a_thread_hop():
+    key = await _token()
+    _before, after, frames = await _send(key, pace=400)
+    deltas = sum(frame.count(b'"text-delta"') for frame in frames)
+    assert deltas >= 10  # the answer streamed over many frames
+    assert [name for name, _task in after if name in READS] == []
+    appends = [name for name, _task in after if "append" in name]
+    if connection.vendor == "sqlite":
+        assert appends == []  # flushes commit on the loop (helix_django/streams/group_commit.py)
+    else:
+        assert len(appends) < deltas  # one hop per flush at most, never one per delivered delta
