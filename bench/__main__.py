@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "crossprocess")
+SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "opens", "crossprocess")
 SECTION_HELP = {
     "append": "1. append throughput per stream manager vs raw driver",
     "resume": "2. resume cost vs history (first chunk, last 100 chunks)",
@@ -25,7 +25,8 @@ SECTION_HELP = {
     "runtime": "executor + scripted provider (pace 0) into the database manager vs provider alone",
     "e2e": "3. end to end through daphne's SSE chat route",
     "live": "4. many live generations on one process: stream-manager layer (delay p50/p99, CPU, memory)",
-    "sse": "4. many live generations on one process: through daphne's SSE chat route",
+    "sse": "4. many live generations on one process: through the server's SSE chat route (issue 23 ratios)",
+    "opens": "resume opens through the server: CPU per open, idle memory per open response (issue 23)",
     "crossprocess": "a reader on another daphne process vs the local reader of the same run (channels_redis)",
 }
 

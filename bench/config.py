@@ -30,6 +30,10 @@ class Sizes:
     live_seconds: float = 4.0
     runtime_chunks: int = 2_000
     e2e_chunks: int = 500
+    server_runs: tuple[int, ...] = (10, 100, 250, 500)
+    """Concurrent runs of the sse section (through the server; issue 23 names 10, 100 and 500)."""
+    open_responses: int = 500
+    """Resumes opened at once by the opens section (issue 23: idle memory with 500 open)."""
 
     @classmethod
     def preset(cls, name: str) -> Sizes:
@@ -46,6 +50,8 @@ class Sizes:
                 live_seconds=2.0,
                 runtime_chunks=1_000,
                 e2e_chunks=200,
+                server_runs=(10, 100),
+                open_responses=200,
             )
         if name == "tiny":
             return cls(
@@ -62,6 +68,8 @@ class Sizes:
                 live_seconds=0.3,
                 runtime_chunks=50,
                 e2e_chunks=20,
+                server_runs=(5,),
+                open_responses=5,
             )
         return cls()
 

@@ -78,23 +78,31 @@ def delay_rows(
     cpu: str,
     memory: tuple[str, str],
     cpu_note: str = "",
+    ratio_targets: dict[str, float] | None = None,
 ) -> list[Row]:
     """Return the four rows of a live-delivery configuration: delay p50, p99, CPU, memory.
 
     ``values``/``bases`` hold per-repeat samples under ``p50``, ``p99`` (ms), ``cpu`` (s per
-    1 000 deltas) and ``memory[0]`` (KiB); ``memory[1]`` labels that row. The p99 row
-    carries the target when ``target_p99_ms`` is given (issue 8, section 4).
+    1 000 deltas) and ``memory[0]`` (KiB); ``memory[1]`` labels that row. Every row carries
+    the paired ratio to its baseline. The p99 row carries the target when
+    ``target_p99_ms`` is given (issue 8, section 4); ``ratio_targets`` maps a sample key to
+    the largest ratio allowed (issue 23: ``{"cpu": 2.0}``, ``{"p99": 3.0}``).
     """
     p99 = Stat.of(values["p99"], "ms")
     key, label = memory
 
     def row(measurement: str, sample_key: str, unit: str, **extra: Any) -> Row:
+        ratio = paired_ratio(values[sample_key], bases[sample_key]) if any(bases[sample_key]) else None
+        limit = (ratio_targets or {}).get(sample_key)
+        if limit is not None and ratio is not None:
+            extra = {**extra, "target": f"<= {limit:g}x bare", "holds": ratio.median <= limit}
         return Row(
             section,
             f"{name}: {measurement}",
             value=Stat.of(values[sample_key], unit),
             baseline_name=baseline_name,
             baseline=Stat.of(bases[sample_key], unit),
+            ratio=ratio,
             **extra,
         )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import statistics
 import time
 import uuid
@@ -30,6 +31,8 @@ NAME = "e2e"
 SENDS = 20  # per repeat: the median of 20 sends (5 moved by a millisecond between runs)
 PINGS = 20
 TARGET_ADDED_MS = 5.0
+TARGET_ADDED_RATIO = 2.0
+"""Issue 23: the time to first byte helix adds is at most twice a bare POST's."""
 WARM_UP_TIMEOUT_SECONDS = 20
 
 
@@ -57,6 +60,11 @@ def token_headers() -> dict[str, str]:
     user, _created = get_user_model().objects.get_or_create(username="bench")
     token, _created = Token.objects.get_or_create(user=user)
     return {"Authorization": f"Token {token.key}"}
+
+
+def server_name() -> str:
+    """The ASGI server the HTTP sections start: ``HELIX_BENCH_SERVER`` (default daphne)."""
+    return os.environ.get("HELIX_BENCH_SERVER") or "daphne"
 
 
 def start_server(helix: dict):
@@ -170,6 +178,7 @@ async def run(sizes: Sizes) -> list[Row]:
     finally:
         server.stop()
     added = Stat.of([t - f for t, f in zip(ttfb, floor, strict=True)], "ms")
+    added_ratio = paired_ratio([t - f for t, f in zip(ttfb, floor, strict=True)], floor)
     added_follow_up = Stat.of([t - f for t, f in zip(follow_up, floor, strict=True)], "ms")
     name = f"{sizes.e2e_chunks:,}-token reply"
     return [
@@ -188,6 +197,17 @@ async def run(sizes: Sizes) -> list[Row]:
             target=f"< {TARGET_ADDED_MS:.0f} ms",
             holds=added.median < TARGET_ADDED_MS,
             note="new session per send: chat TTFB minus the HTTP floor of the same server and client",
+        ),
+        Row(
+            NAME,
+            "chat POST: TTFB added, as a multiple of the bare POST's TTFB",
+            value=added,
+            baseline_name="bare ASGI ping (POST, same body)",
+            baseline=Stat.of(floor, "ms"),
+            ratio=added_ratio,
+            target=f"<= {TARGET_ADDED_RATIO:g}x bare",
+            holds=added_ratio.median <= TARGET_ADDED_RATIO,
+            note="issue 23: what helix adds to the first byte, next to what the server and client take alone",
         ),
         Row(
             NAME,
