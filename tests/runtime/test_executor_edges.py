@@ -169,14 +169,21 @@ async def test_a_new_run_stores_its_opening_chunks_with_its_claim(executor, sess
         claims.append([chunk["type"] for chunk in chunks])
         return await original(stream_id, run_id, epoch=epoch, chunks=chunks)
 
+    joined = manager.claim_in_transaction
+
+    def recording_joined(stream_id, run_id, epoch, chunks):  # the claim made inside the run-start commit
+        claims.append([chunk["type"] for chunk in chunks])
+        return joined(stream_id, run_id, epoch, chunks)
+
     manager.claim_and_append = recording
+    manager.claim_in_transaction = recording_joined
     try:
         handle = await executor.execute(session, [user_message("hi")])
         # One write before the caller's first byte: the claim carries the opening chunks.
         assert (claims, batches) == ([["helix-run-start", "start"]], [])
         assert [c["type"] for _s, c in await manager.read_all(session.stream_id)][:2] == ["helix-run-start", "start"]
     finally:
-        del manager.append_soon, manager.claim_and_append
+        del manager.append_soon, manager.claim_and_append, manager.claim_in_transaction
     await executor.cancel(session=session, run_id=handle.run_id)
 
 
@@ -235,9 +242,26 @@ async def test_a_failure_after_the_run_start_commit_is_never_retryable(executor,
 
     use_agents(default=agent())  # (re)builds the stream managers: patch the one in use after it
     monkeypatch.setattr(get_stream_manager(), "claim_and_append", broken_claim)
+    # A stream backend apart from the store's database (Redis): its claim follows the commit.
+    monkeypatch.setattr(get_stream_manager(), "joins_transactions_of", lambda alias: False)
     with pytest.raises(FrameworkInternalError) as caught:
         await executor.execute(session, [user_message("hi")])
     assert caught.value.status == 500 and caught.value.to_body()["retryable"] is False
     run = await Run.objects.aget(session_id=session.id)
     assert run.status == "failed" and run.error_code == "transport_stream_connection"
     assert [m["role"] for m in await rows(session.id)] == ["user"]  # the turn is kept: a re-send is not needed
+
+
+async def test_a_claim_refused_inside_the_run_start_commit_leaves_nothing(executor, session, use_agents, monkeypatch):
+    """The database manager claims inside the run-start transaction: a refused claim rolls the whole start back."""
+    from helix_django.errors import AlreadyRunningError, StreamFenceError
+
+    def refused(*args, **kwargs):
+        raise StreamFenceError(cause="stale_claim")
+
+    use_agents(default=agent())
+    monkeypatch.setattr(get_stream_manager(), "claim_in_transaction", refused)
+    with pytest.raises(AlreadyRunningError):
+        await executor.execute(session, [user_message("hi")])
+    assert not await Run.objects.filter(session_id=session.id).aexists()
+    assert await rows(session.id) == []  # nothing of the turn was committed: the client may send it again
