@@ -80,9 +80,7 @@ def test_the_compiled_catalog_is_the_po_file(domain):
         else:
             assert catalog[_msgkey(entry)] == entry.msgstr, entry.msgid
     compiled = {key for key in catalog if key != ""}
-    in_po = {
-        (_msgkey(e), n) if e.msgid_plural else _msgkey(e) for e in po.translated_entries() for n in (0, 1)
-    }
+    in_po = {(_msgkey(e), n) if e.msgid_plural else _msgkey(e) for e in po.translated_entries() for n in (0, 1)}
     assert compiled == in_po
 
 
