@@ -78,8 +78,14 @@ function sessionLabel(session) {
   if (session.title) return session.title;
   const created = session.createdAt ? new Date(session.createdAt) : null;
   if (!created) return gettext("Untitled chat");
-  // The page's language (<html lang>) formats the date, as it names the chat.
-  const date = created.toLocaleString(document.documentElement.lang || [], { dateStyle: "medium", timeStyle: "short" });
+  const style = { dateStyle: "medium", timeStyle: "short" };
+  let date;
+  try {
+    // The page's language (<html lang>) formats the date, as it names the chat.
+    date = created.toLocaleString(document.documentElement.lang || [], style);
+  } catch {
+    date = created.toLocaleString([], style); // a lang attribute Intl does not know
+  }
   return interpolate(gettext("Chat of %(date)s"), { date });
 }
 
