@@ -11,12 +11,22 @@ Each subclass sets class attributes only (``code``, ``http_status``, ``retryable
 code; it never echoes free text from a cause (an exception's text, a prompt, a tool
 argument). Released ``code`` strings never change.
 
+Messages are for people, so they are translated (gettext_lazy, resolved in the language
+active when the error is made: the request's); codes stay English identifiers. The
+``errorDetail`` kept on a run (:meth:`HelixError.to_detail`) keeps the English text: it is
+stored once and read by whoever opens the run later. ``stream_failed``'s message is the
+reference's wire marker and stays as it is.
+
 This module imports nothing from DRF or Channels.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+from django.utils.functional import Promise
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import override
 
 
 class HelixError(Exception):
@@ -30,10 +40,11 @@ class HelixError(Exception):
     http_status: ClassVar[int] = 500
     retryable: ClassVar[bool] = False
     category: ClassVar[str] = "internal"
-    default_message: ClassVar[str] = "Internal error"
+    default_message: ClassVar[str | Promise] = _("Internal error")
 
-    def __init__(self, message: str | None = None, *, cause: str | None = None, **extra: Any) -> None:
-        self.message = message or self.default_message
+    def __init__(self, message: str | Promise | None = None, *, cause: str | None = None, **extra: Any) -> None:
+        self._text = message or self.default_message
+        self.message: str = str(self._text)
         self.cause = cause
         self.extra = extra
         super().__init__(self.message)
@@ -58,7 +69,9 @@ class HelixError(Exception):
 
     def to_detail(self) -> dict[str, Any]:
         """Return the scrubbed ``errorDetail`` kept on a failed run: code, category, retryable."""
-        return {"code": self.code, "category": self.category, "retryable": self.is_retryable, "message": self.message}
+        with override(None):  # gettext with no language: the English msgid
+            message = str(self._text)
+        return {"code": self.code, "category": self.category, "retryable": self.is_retryable, "message": message}
 
 
 # --- state -----------------------------------------------------------------------------
@@ -77,7 +90,7 @@ class SessionNotFoundError(StateError):
 
     code = "state_session_not_found"
     http_status = 404
-    default_message = "Session not found"
+    default_message = _("Session not found")
 
 
 class HistoryIncompleteError(StateError):
@@ -90,7 +103,7 @@ class HistoryIncompleteError(StateError):
     code = "state_history_incomplete"
     http_status = 503
     retryable = True
-    default_message = "Conversation history is temporarily unavailable"
+    default_message = _("Conversation history is temporarily unavailable")
 
     @property
     def is_retryable(self) -> bool:
@@ -106,28 +119,28 @@ class AlreadyRunningError(StateError):
 
     code = "state_already_running"
     retryable = True
-    default_message = "A run is already active on this session"
+    default_message = _("A run is already active on this session")
 
 
 class RunStartConflictError(StateError):
     """The run-start compare-and-set was rejected (002: ``state_run_start_conflict``)."""
 
     code = "state_run_start_conflict"
-    default_message = "The run could not be started"
+    default_message = _("The run could not be started")
 
 
 class RequestKeyConflictError(StateError):
     """A request key was reused for other input (002, "Retried sends and request keys")."""
 
     code = "state_request_key_conflict"
-    default_message = "This request key was used for a different request"
+    default_message = _("This request key was used for a different request")
 
 
 class RequestAlreadyCompletedError(StateError):
     """A keyed send's run finished and a later run exists (002: re-anchor on the snapshot)."""
 
     code = "state_request_already_completed"
-    default_message = "This request already completed; reload the conversation"
+    default_message = _("This request already completed; reload the conversation")
 
 
 class NotResumableError(StateError):
@@ -135,14 +148,14 @@ class NotResumableError(StateError):
 
     code = "state_not_resumable"
     retryable = True
-    default_message = "The stream cannot be resumed from here; reload the conversation"
+    default_message = _("The stream cannot be resumed from here; reload the conversation")
 
 
 class RunSupersededError(StateError):
     """A write or submit by a run that a newer run superseded (002, "Superseded runs")."""
 
     code = "state_run_superseded"
-    default_message = "This run was superseded by a newer run"
+    default_message = _("This run was superseded by a newer run")
 
 
 class RunNotFoundError(StateError):
@@ -150,7 +163,7 @@ class RunNotFoundError(StateError):
 
     code = "state_run_not_found"
     http_status = 404
-    default_message = "Run not found"
+    default_message = _("Run not found")
 
 
 class RouteNotFoundError(HelixError):
@@ -159,7 +172,7 @@ class RouteNotFoundError(HelixError):
     code = "not_found"
     http_status = 404
     category = "validation"
-    default_message = "Not found"
+    default_message = _("Not found")
 
 
 class RouteNotWiredError(HelixError):
@@ -172,14 +185,14 @@ class RouteNotWiredError(HelixError):
     code = "transport_route_not_wired"
     http_status = 501
     category = "transport"
-    default_message = "This route needs helix_django's ASGI routing (see the README's install section)"
+    default_message = _("This route needs helix_django's ASGI routing (see the README's install section)")
 
 
 class RunNotActionableError(StateError):
     """A recovery or control action does not apply to the run in its current state."""
 
     code = "state_run_not_actionable"
-    default_message = "This action does not apply to the run in its current state"
+    default_message = _("This action does not apply to the run in its current state")
 
 
 # --- transport -------------------------------------------------------------------------
@@ -192,21 +205,21 @@ class TransportError(HelixError):
     http_status = 503
     retryable = True
     category = "transport"
-    default_message = "Transport error"
+    default_message = _("Transport error")
 
 
 class StreamDropError(TransportError):
     """The stream ended without a terminal, or a resumed run never went live (002)."""
 
     code = "transport_stream_drop"
-    default_message = "The stream was interrupted; resume from your cursor"
+    default_message = _("The stream was interrupted; resume from your cursor")
 
 
 class StreamConnectionError(TransportError):
     """A stream manager's backend could not be reached; never read as "absent" (002, CP-28)."""
 
     code = "transport_stream_connection"
-    default_message = "The stream backend is unavailable"
+    default_message = _("The stream backend is unavailable")
 
 
 class StreamFailedError(StateError):
@@ -225,7 +238,7 @@ class StreamNotFoundError(HelixError):
     code = "stream_not_found"
     http_status = 404
     category = "transport"
-    default_message = "Stream not found"
+    default_message = _("Stream not found")
 
 
 class StreamFenceError(RunSupersededError):
@@ -241,7 +254,7 @@ class ValidationError(HelixError):
     code = "validation_error"
     http_status = 400
     category = "validation"
-    default_message = "Invalid request"
+    default_message = _("Invalid request")
 
 
 class PayloadTooLargeError(ValidationError):
@@ -249,7 +262,7 @@ class PayloadTooLargeError(ValidationError):
 
     code = "validation_payload_too_large"
     http_status = 413
-    default_message = "Request body too large"
+    default_message = _("Request body too large")
 
 
 class MethodNotAllowedError(ValidationError):
@@ -257,7 +270,7 @@ class MethodNotAllowedError(ValidationError):
 
     code = "validation_method_not_allowed"
     http_status = 405
-    default_message = "Method not allowed"
+    default_message = _("Method not allowed")
 
 
 class UnsupportedMediaTypeError(ValidationError):
@@ -265,7 +278,7 @@ class UnsupportedMediaTypeError(ValidationError):
 
     code = "validation_unsupported_media_type"
     http_status = 415
-    default_message = "Unsupported media type"
+    default_message = _("Unsupported media type")
 
 
 class NotAcceptableError(ValidationError):
@@ -273,7 +286,7 @@ class NotAcceptableError(ValidationError):
 
     code = "validation_not_acceptable"
     http_status = 406
-    default_message = "Not acceptable"
+    default_message = _("Not acceptable")
 
 
 # --- auth ------------------------------------------------------------------------------
@@ -285,7 +298,7 @@ class NotAuthenticatedError(HelixError):
     code = "auth_not_authenticated"
     http_status = 401
     category = "auth"
-    default_message = "Authentication credentials were not provided"
+    default_message = _("Authentication credentials were not provided")
 
 
 class AuthenticationFailedError(HelixError):
@@ -294,7 +307,7 @@ class AuthenticationFailedError(HelixError):
     code = "auth_failed"
     http_status = 401
     category = "auth"
-    default_message = "Invalid credentials"
+    default_message = _("Invalid credentials")
 
 
 class PermissionDeniedError(HelixError):
@@ -303,7 +316,7 @@ class PermissionDeniedError(HelixError):
     code = "auth_permission_denied"
     http_status = 403
     category = "auth"
-    default_message = "Permission denied"
+    default_message = _("Permission denied")
 
 
 # --- runtime ---------------------------------------------------------------------------
@@ -315,7 +328,7 @@ class ProviderError(HelixError):
     code = "provider_error"
     http_status = 502
     category = "provider"
-    default_message = "The model provider failed"
+    default_message = _("The model provider failed")
 
     def __init__(self, message: str | None = None, *, retryable: bool = False, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
@@ -333,7 +346,7 @@ class RunInterruptedError(HelixError):
     http_status = 503
     retryable = True
     category = "interrupted"
-    default_message = "The generation was interrupted"
+    default_message = _("The generation was interrupted")
 
 
 class RunCancelledError(HelixError):
@@ -342,7 +355,7 @@ class RunCancelledError(HelixError):
     code = "run_cancelled"
     http_status = 409
     category = "cancelled"
-    default_message = "The generation was cancelled"
+    default_message = _("The generation was cancelled")
 
 
 class ToolError(HelixError):
@@ -351,13 +364,13 @@ class ToolError(HelixError):
     code = "tool_error"
     http_status = 400
     category = "tool"
-    default_message = "The tool failed"
+    default_message = _("The tool failed")
 
 
 class InvalidToolResultError(ValidationError):
     """A submitted client-tool result or approval is invalid (002: 400 ``INVALID_RESULT``)."""
 
-    default_message = "Invalid tool result"
+    default_message = _("Invalid tool result")
 
     def __init__(self, message: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("cause", "invalid_result")
@@ -369,7 +382,7 @@ class FrameworkInternalError(HelixError):
 
     code = "framework_internal_error"
     http_status = 500
-    default_message = "Internal error"
+    default_message = _("Internal error")
 
 
 class RateLimitedError(HelixError):
@@ -379,7 +392,7 @@ class RateLimitedError(HelixError):
     http_status = 429
     retryable = True
     category = "transport"
-    default_message = "Too many requests"
+    default_message = _("Too many requests")
 
 
 def as_helix_error(exc: BaseException) -> HelixError:

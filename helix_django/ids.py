@@ -6,6 +6,8 @@ import re
 import uuid
 from typing import TypeGuard
 
+from django.utils.translation import gettext_lazy
+
 from helix_django.errors import ValidationError
 
 _ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -28,14 +30,14 @@ def validate_session_id(value: object) -> str:
     Raises ValidationError (``cause: session_id``); the value is never echoed.
     """
     if not is_valid_session_id(value):
-        raise ValidationError("Invalid session id", cause="session_id")
+        raise ValidationError(gettext_lazy("Invalid session id"), cause="session_id")
     return value
 
 
 def validate_message_id(value: object) -> str:
     """Return ``value`` if it is a valid UI message id. Raises ValidationError (``cause: message_id``)."""
     if not isinstance(value, str) or not 1 <= len(value) <= 128 or not value.isprintable():
-        raise ValidationError("Invalid message id", cause="message_id")
+        raise ValidationError(gettext_lazy("Invalid message id"), cause="message_id")
     return value
 
 
@@ -45,7 +47,7 @@ def validate_request_key(value: object) -> str:
     Raises ValidationError (``cause: request_key``); the key is never echoed (002, "Wire errors").
     """
     if not isinstance(value, str) or not _REQUEST_KEY_RE.match(value):
-        raise ValidationError("Invalid X-Helix-Request-Key header", cause="request_key")
+        raise ValidationError(gettext_lazy("Invalid X-Helix-Request-Key header"), cause="request_key")
     return value
 
 
@@ -60,12 +62,12 @@ def parse_cursor(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         number = value
         if number >= 2**63:  # beyond every backend's integer column
-            raise ValidationError("Invalid resume cursor", cause="cursor")
+            raise ValidationError(gettext_lazy("Invalid resume cursor"), cause="cursor")
     elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) <= 18:
         # isascii(): str.isdigit() is also true for "²" and other digits int() refuses
         number = int(value.strip())
     else:
-        raise ValidationError("Invalid resume cursor", cause="cursor")
+        raise ValidationError(gettext_lazy("Invalid resume cursor"), cause="cursor")
     if number < 0:
-        raise ValidationError("Invalid resume cursor", cause="cursor")
+        raise ValidationError(gettext_lazy("Invalid resume cursor"), cause="cursor")
     return number

@@ -25,6 +25,8 @@ import re
 from collections.abc import Callable, Collection
 from typing import Any, TypeVar
 
+from django.utils.translation import gettext_lazy
+
 from helix_django.errors import ValidationError
 
 T = TypeVar("T")
@@ -74,12 +76,14 @@ def ensure_storable(value: Any, text: str, *, known_fields: Collection[str] = ()
         path = _path_to_nul(value)
         if path is not None:
             raise ValidationError(
-                "Text may not contain NUL characters", cause="nul_character", field=field_path(path, known_fields)
+                gettext_lazy("Text may not contain NUL characters"),
+                cause="nul_character",
+                field=field_path(path, known_fields),
             )
     try:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValidationError("Malformed JSON body", cause="json") from exc
+        raise ValidationError(gettext_lazy("Malformed JSON body"), cause="json") from exc
 
 
 def load_json(raw: bytes | str, *, known_fields: Collection[str] = ()) -> Any:
@@ -93,7 +97,7 @@ def load_json(raw: bytes | str, *, known_fields: Collection[str] = ()) -> Any:
         text = raw.decode("utf-8-sig") if isinstance(raw, bytes | bytearray) else raw
         value = json.loads(text)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise ValidationError("Malformed JSON body", cause="json") from exc
+        raise ValidationError(gettext_lazy("Malformed JSON body"), cause="json") from exc
     ensure_storable(value, text, known_fields=known_fields)
     return value
 

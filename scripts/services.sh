@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install (when missing, as root, from Debian's packages) and start what the tests need:
-# redis-server (AOF on, loopback :6379), PostgreSQL (loopback, role/db "helix"), Chromium.
+# redis-server (AOF on, loopback :6379), PostgreSQL (loopback, role/db "helix"), Chromium, gettext.
 # Idempotent. Prints `export` lines for the caller to source; progress goes to stderr.
 # HELIX_SERVICES=redis: only Redis (make test-quick).
 set -euo pipefail
@@ -9,6 +9,8 @@ only_redis=$([ "${HELIX_SERVICES:-}" = redis ] && echo 1 || true)
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+# xgettext and msgfmt: tests/i18n extracts the catalog with makemessages.
+command -v xgettext >/dev/null 2>&1 || need+=(gettext)
 if [ -z "$only_redis" ]; then
   command -v pg_ctlcluster >/dev/null 2>&1 || need+=(postgresql)
   [ -x /usr/bin/chromium ] || need+=(chromium)

@@ -16,6 +16,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
+from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
 from rest_framework.response import Response
 
@@ -54,7 +55,9 @@ def to_helix_error(exc: BaseException) -> HelixError:
         return AuthenticationFailedError()
     if isinstance(exc, exceptions.PermissionDenied | DjangoPermissionDenied):
         is_csrf = "CSRF" in str(getattr(exc, "detail", ""))
-        return PermissionDeniedError("CSRF check failed" if is_csrf else None, cause="csrf" if is_csrf else None)
+        return PermissionDeniedError(
+            gettext_lazy("CSRF check failed") if is_csrf else None, cause="csrf" if is_csrf else None
+        )
     if isinstance(exc, exceptions.Throttled):
         return RateLimitedError(retryAfterSeconds=math.ceil(exc.wait or 1))
     if isinstance(exc, exceptions.MethodNotAllowed):
@@ -64,9 +67,9 @@ def to_helix_error(exc: BaseException) -> HelixError:
     if isinstance(exc, exceptions.NotAcceptable):
         return NotAcceptableError()
     if isinstance(exc, exceptions.ParseError):
-        return ValidationError("Malformed JSON body", cause="json")
+        return ValidationError(gettext_lazy("Malformed JSON body"), cause="json")
     if isinstance(exc, exceptions.ValidationError):
-        return ValidationError("Invalid request body", cause="body", fields=_fields(exc.detail))
+        return ValidationError(gettext_lazy("Invalid request body"), cause="body", fields=_fields(exc.detail))
     if isinstance(exc, ImproperlyConfigured):  # the site's own text, never user data: say what to fix
         logger.error("API request failed: %s: %s", type(exc).__name__, exc)
     else:

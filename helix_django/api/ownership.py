@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any
 
 from django.db.models import Q, QuerySet
+from django.utils.translation import gettext_lazy
 
 from helix_django.conf import helix_settings
 from helix_django.errors import NotAuthenticatedError, PermissionDeniedError, SessionNotFoundError
@@ -106,4 +107,4 @@ def enforce_anonymous_csrf(request: Any) -> None:
     check = CSRFCheck(_no_response)
     check.process_request(request)
     if check.process_view(request, None, (), {}):
-        raise PermissionDeniedError("CSRF check failed", cause="csrf")
+        raise PermissionDeniedError(gettext_lazy("CSRF check failed"), cause="csrf")

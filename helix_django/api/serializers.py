@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
 from helix_django.errors import PayloadTooLargeError
@@ -104,7 +105,7 @@ class ToolResultSerializer(serializers.Serializer):
         too_large = tool_result_too_large(attrs["output"]) if "output" in attrs else None
         if too_large is not None:
             raise PayloadTooLargeError(
-                "Tool result too large",
+                gettext_lazy("Tool result too large"),
                 cause="tool_result",
                 limitBytes=too_large["limitBytes"],
                 sizeBytes=too_large["sizeBytes"],

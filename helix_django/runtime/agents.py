@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext_lazy as _
 
 from helix_django.conf import helix_settings
 from helix_django.errors import ValidationError
@@ -49,7 +50,7 @@ class Agent:
 class UnknownAgentError(ValidationError):
     """The session names an agent that ``HELIX["AGENTS"]`` does not declare."""
 
-    default_message = "Unknown agent"
+    default_message = _("Unknown agent")
 
     def __init__(self, message: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("cause", "agent_unknown")

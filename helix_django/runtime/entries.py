@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import DatabaseError
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from helix_django import store
 from helix_django.errors import (
@@ -263,7 +264,7 @@ class EntriesMixin:
         if run is None or run.response_message_id != message["id"]:
             if await rq.ais_superseded_response(session.id, message["id"]):
                 raise RunSupersededError()  # a late browser result (002, "Superseded runs")
-            raise ValidationError("No pending tool calls for this message", cause="no_pending_tools")
+            raise ValidationError(gettext_lazy("No pending tool calls for this message"), cause="no_pending_tools")
         if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
             # The message also carries the settled calls of earlier steps (and earlier runs of
             # this message): only the answers to calls this run waits for are submitted.

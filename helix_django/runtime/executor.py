@@ -28,6 +28,7 @@ from typing import Any
 
 from django.db import DatabaseError, IntegrityError
 from django.utils.module_loading import import_string
+from django.utils.translation import gettext_lazy
 
 from helix_django import store
 from helix_django.conf import helix_settings
@@ -130,12 +131,12 @@ class LocalExecutor(RestartsMixin):
         if trigger == "regenerate-message":
             return await self.regenerate(session=session, request_key=request_key, user=user)
         if trigger != "submit-message":
-            raise ValidationError("Invalid trigger", cause="trigger")
+            raise ValidationError(gettext_lazy("Invalid trigger"), cause="trigger")
         last = rq.validate_messages(messages)[-1]
         if last["role"] == "assistant":
             return await self._tool_result_from_message(session, last, user)
         if last["role"] != "user":
-            raise ValidationError("The last message must be a user message", cause="messages")
+            raise ValidationError(gettext_lazy("The last message must be a user message"), cause="messages")
         message = rq.clean_user_message(last)
         digest = rq.send_hash(message)
         if request_key:

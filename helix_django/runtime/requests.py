@@ -20,6 +20,8 @@ import hashlib
 import json
 from typing import Any
 
+from django.utils.translation import gettext_lazy
+
 from helix_django.errors import RequestAlreadyCompletedError, RequestKeyConflictError, ValidationError
 from helix_django.ids import validate_message_id
 from helix_django.models import ChatSession, Message, Run, RunStatus, ToolExecution, ToolExecutionStatus
@@ -34,12 +36,12 @@ def validate_messages(messages: Any) -> list[dict[str, Any]]:
     Raises ValidationError (``cause: messages``); nothing of the input is echoed.
     """
     if not isinstance(messages, list) or not messages:
-        raise ValidationError("A send needs at least one message", cause="messages")
+        raise ValidationError(gettext_lazy("A send needs at least one message"), cause="messages")
     for message in messages:
         if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
-            raise ValidationError("Invalid message", cause="messages")
+            raise ValidationError(gettext_lazy("Invalid message"), cause="messages")
         if not isinstance(message.get("parts", []), list):
-            raise ValidationError("Invalid message parts", cause="messages")
+            raise ValidationError(gettext_lazy("Invalid message parts"), cause="messages")
         validate_message_id(message.get("id"))
     return messages
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from helix_django.errors import (
     RunNotFoundError,
@@ -92,7 +93,7 @@ def answer_tool_execution(
         _lock_fence(run_id)
         execution = ToolExecution.objects.select_for_update().filter(run_id=run_id, tool_call_id=tool_call_id).first()
         if execution is None:
-            raise RunNotFoundError("Tool call not found", cause="tool_call_unknown")
+            raise RunNotFoundError(gettext_lazy("Tool call not found"), cause="tool_call_unknown")
         if status not in allowed.get(execution.status, ()):
             raise InvalidToolResultError(cause="tool_call_not_pending")
         execution.status, execution.result, execution.error_code = status, result, error_code

@@ -10,8 +10,11 @@ from urllib.parse import urljoin
 from django import template
 from django.conf import settings
 from django.templatetags.static import static
-from django.utils.html import format_html
+from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import get_language
+from django.utils.translation.trans_real import DjangoTranslation
+from django.views.i18n import JavaScriptCatalog
 
 register = template.Library()
 
@@ -56,3 +59,33 @@ def helix_importmap() -> SafeString:
         return mark_safe("")  # noqa: S308 - a constant
     payload = json.dumps({"imports": imports}).replace("<", "\\u003c")
     return format_html('<script type="importmap">{}</script>', mark_safe(payload))  # noqa: S308 - escaped JSON
+
+
+#: The id of the element {% helix_js_catalog %} writes and static/helix_django/i18n.js reads.
+JS_CATALOG_ELEMENT_ID = "helix-js-catalog"
+
+
+def js_catalog(language: str | None = None) -> dict[str, object]:
+    """Return the JS client's translations for ``language`` (default: the active one).
+
+    Shape of Django's ``JSONCatalog`` view, less ``formats``: ``{"catalog": {msgid: str |
+    [str, ...]}, "plural": str | None}``, from the ``djangojs`` domain of helix_django's
+    locale folder and the host's ``LOCALE_PATHS`` (which win), with ``LANGUAGE_CODE``'s
+    catalog as the fallback, as ``JavaScriptCatalog`` builds it. ``{}`` catalog for English.
+    """
+    view = JavaScriptCatalog(domain="djangojs", packages=["helix_django"])
+    locale = language or get_language() or settings.LANGUAGE_CODE
+    view.translation = DjangoTranslation(locale, domain="djangojs", localedirs=view.get_paths(view.packages))
+    return {"catalog": view.get_catalog(), "plural": view.get_plural()}
+
+
+@register.simple_tag
+def helix_js_catalog() -> SafeString:
+    """Return the JS client's catalog for the active language as ``<script type="application/json">``.
+
+    The client's modules are ES modules behind an import map, not a script that Django's
+    ``JavaScriptCatalog`` view could define globals for: they read this element (id
+    ``helix-js-catalog``) on their first lookup (static/helix_django/i18n.js). Place it
+    before the page's module script; without it the client speaks English.
+    """
+    return json_script(js_catalog(), JS_CATALOG_ELEMENT_ID)

@@ -26,6 +26,8 @@ import hashlib
 import json
 from typing import Any
 
+from django.utils.translation import gettext_lazy
+
 from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, MethodNotAllowedError, SessionNotFoundError, ValidationError
 from helix_django.transport.chat import ChatConsumer
@@ -56,7 +58,7 @@ def implied_request_key(body: dict[str, Any]) -> str | None:
 def _session_id_of(body: dict[str, Any]) -> str:
     session_id = body.get("id")
     if not isinstance(session_id, str) or not session_id:
-        raise ValidationError("The body names no chat id", cause="session_id")
+        raise ValidationError(gettext_lazy("The body names no chat id"), cause="session_id")
     return session_id
 
 
@@ -99,9 +101,9 @@ class AISDKChatConsumer:
             try:
                 body = json.loads(raw)
             except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-                raise ValidationError("Malformed JSON body", cause="json") from exc
+                raise ValidationError(gettext_lazy("Malformed JSON body"), cause="json") from exc
             if not isinstance(body, dict):
-                raise ValidationError("Invalid chat request body", cause="body", field="body")
+                raise ValidationError(gettext_lazy("Invalid chat request body"), cause="body", field="body")
             session_id = _session_id_of(body)
         except ClientDisconnected:
             return

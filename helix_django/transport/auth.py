@@ -21,6 +21,7 @@ from django.contrib.auth import get_user
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
 from django.utils.functional import SimpleLazyObject
+from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
@@ -105,7 +106,7 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
     except exceptions.AuthenticationFailed as exc:
         raise AuthenticationFailedError() from exc
     except exceptions.PermissionDenied as exc:
-        raise PermissionDeniedError("CSRF check failed", cause="csrf") from exc
+        raise PermissionDeniedError(gettext_lazy("CSRF check failed"), cause="csrf") from exc
     owner = owner_for(user, request.session, create_anonymous=create_anonymous)
     cookies: list[tuple[bytes, bytes]] = []
     if own_session and request.session.modified:

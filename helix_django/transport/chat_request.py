@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 import fastjsonschema
+from django.utils.translation import gettext_lazy
 
 from helix_django.conf import helix_settings
 from helix_django.errors import ValidationError
@@ -128,7 +129,7 @@ class ChatRequest:
 
 
 def _too_many(field: str, limit: int) -> ValidationError:
-    return ValidationError("Too many message parts", cause="body", field=field, limitParts=limit)
+    return ValidationError(gettext_lazy("Too many message parts"), cause="body", field=field, limitParts=limit)
 
 
 def check_structure(body: Any) -> None:
@@ -142,7 +143,9 @@ def check_structure(body: Any) -> None:
         return
     messages = body.get("messages")
     if isinstance(messages, list) and len(messages) > MAX_MESSAGES:
-        raise ValidationError("Too many messages", cause="body", field="messages", limitMessages=MAX_MESSAGES)
+        raise ValidationError(
+            gettext_lazy("Too many messages"), cause="body", field="messages", limitMessages=MAX_MESSAGES
+        )
     candidates = [(f"messages.{i}", m) for i, m in enumerate(messages)] if isinstance(messages, list) else []
     candidates.append(("message", body.get("message")))
     limit = helix_settings.MAX_REQUEST_PARTS
@@ -185,7 +188,7 @@ def _check_parts(body: dict[str, Any]) -> None:
             failure = _part_failure(part)
             if failure is not None:
                 field = f"{name}.parts.{index}" + (f".{failure}" if failure else "")
-                raise ValidationError("Invalid chat request body", cause="body", field=field)
+                raise ValidationError(gettext_lazy("Invalid chat request body"), cause="body", field=field)
 
 
 def validate_body(body: Any) -> tuple[list[dict[str, Any]], str, str | None, str | None]:
@@ -202,13 +205,13 @@ def validate_body(body: Any) -> tuple[list[dict[str, Any]], str, str | None, str
         _accept(body)
     except fastjsonschema.JsonSchemaValueException as exc:
         field = field_path(exc.path[1:], KNOWN_FIELDS)
-        raise ValidationError("Invalid chat request body", cause="body", field=field) from None
+        raise ValidationError(gettext_lazy("Invalid chat request body"), cause="body", field=field) from None
     _check_parts(body)
     messages = list(body.get("messages") or [])
     if body.get("message") is not None:
         messages.append(body["message"])
     if not messages:
-        raise ValidationError("The body holds no message", cause="messages")
+        raise ValidationError(gettext_lazy("The body holds no message"), cause="messages")
     return messages, body.get("trigger", "submit-message"), body.get("messageId"), body.get("id")
 
 
@@ -259,9 +262,9 @@ async def aparse_chat_request(scope: dict[str, Any], session_id: str, body: byte
 def _apply_body(request: ChatRequest, parsed: tuple[list[dict[str, Any]], str, str | None, str | None]) -> None:
     request.messages, request.trigger, request.message_id, body_id = parsed
     if body_id is not None and body_id != request.session_id:
-        raise ValidationError("The body's chat id does not match the URL", cause="session_id_mismatch")
+        raise ValidationError(gettext_lazy("The body's chat id does not match the URL"), cause="session_id_mismatch")
     if request.messages[-1]["role"] == "system":  # refused before the session is created
-        raise ValidationError("The last message must be a user or assistant message", cause="messages")
+        raise ValidationError(gettext_lazy("The last message must be a user or assistant message"), cause="messages")
 
 
 def parse_chat_headers(scope: dict[str, Any], session_id: str) -> ChatRequest:
@@ -278,7 +281,7 @@ def parse_chat_headers(scope: dict[str, Any], session_id: str) -> ChatRequest:
         request.existing_message_id = validate_message_id(existing)
     prefix = single_header(scope, "x-helix-replay-prefix")
     if prefix not in (None, "", "0", "1"):
-        raise ValidationError("Invalid X-Helix-Replay-Prefix header", cause="replay_prefix")
+        raise ValidationError(gettext_lazy("Invalid X-Helix-Replay-Prefix header"), cause="replay_prefix")
     request.replay_prefix = prefix == "1" and request.existing_message_id is not None
     key = single_header(scope, "x-helix-request-key")
     if key:

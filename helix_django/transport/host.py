@@ -33,6 +33,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.base import BaseHandler
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
 from helix_django.errors import ValidationError
@@ -116,7 +117,7 @@ def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest
     try:
         request.get_host()
     except DisallowedHost as exc:
-        raise ValidationError("Invalid Host header", cause="host") from exc
+        raise ValidationError(gettext_lazy("Invalid Host header"), cause="host") from exc
     answer = HostAnswer()
 
     @csrf_exempt

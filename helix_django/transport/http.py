@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
+from django.utils.translation import gettext_lazy
+
 from helix_django.errors import PayloadTooLargeError, ValidationError
 from helix_django.ids import parse_cursor
 from helix_django.transport.sse import KEEP_ALIVE, STREAM_OPEN, Send, log_unexpected
@@ -36,7 +38,7 @@ def header(scope: dict[str, Any], name: str) -> str | None:
             try:
                 return raw_value.decode("latin-1").strip()
             except UnicodeDecodeError as exc:  # pragma: no cover - latin-1 decodes every byte
-                raise ValidationError("Invalid header", cause="header") from exc
+                raise ValidationError(gettext_lazy("Invalid header"), cause="header") from exc
     return None
 
 
@@ -48,7 +50,9 @@ def single_header(scope: dict[str, Any], name: str) -> str | None:
     """
     key = name.encode("latin-1")
     if sum(1 for raw_name, _value in scope.get("headers", ()) if raw_name.lower() == key) > 1:
-        raise ValidationError("A single-valued header was given more than once", cause="duplicate_header", header=name)
+        raise ValidationError(
+            gettext_lazy("A single-valued header was given more than once"), cause="duplicate_header", header=name
+        )
     return header(scope, name)
 
 
@@ -72,7 +76,9 @@ def request_cursor(scope: dict[str, Any]) -> int | None:
     explicit = {parse_cursor(single_header(scope, name)) for name in ("x-resume-from-sequence", "last-event-id")}
     explicit.discard(None)
     if len(explicit) > 1:
-        raise ValidationError("X-Resume-From-Sequence and Last-Event-ID disagree", cause="cursor_conflict")
+        raise ValidationError(
+            gettext_lazy("X-Resume-From-Sequence and Last-Event-ID disagree"), cause="cursor_conflict"
+        )
     if explicit:
         return explicit.pop()
     return parse_cursor(query_param(scope, "resumeFromSequence"))
@@ -89,7 +95,7 @@ async def read_body(scope: dict[str, Any], receive: Receive, *, max_bytes: int) 
     declared = header(scope, "content-length")
     if declared is not None:
         if not (declared.isascii() and declared.isdigit()) or len(declared) > 18:
-            raise ValidationError("Invalid Content-Length header", cause="content_length")
+            raise ValidationError(gettext_lazy("Invalid Content-Length header"), cause="content_length")
         if int(declared) > max_bytes:
             raise _too_large(max_bytes, int(declared))
     chunks: list[bytes] = []

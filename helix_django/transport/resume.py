@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from django.utils.translation import gettext_lazy
+
 from helix_django.conf import helix_settings
 from helix_django.errors import NotResumableError, SessionNotFoundError, StreamDropError, StreamFailedError
 from helix_django.models import ChatSession, Message, Run, RunStatus
@@ -94,7 +96,7 @@ async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run) 
                 return None
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise StreamDropError("The run did not go live in time", cause="run_not_live")
+                raise StreamDropError(gettext_lazy("The run did not go live in time"), cause="run_not_live")
             await waiter.wait(remaining)
         finally:
             waiter.cancel()
@@ -162,7 +164,7 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
         if live is not None and live.status == PAUSED and run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
             # Paused but not waiting for the browser: a recovery fenced the run's writer and is
             # deciding its ending (recovery/scan.py, fence_writer). Ask the client to come back.
-            raise StreamDropError("The run is being recovered; resume again", cause="run_recovering")
+            raise StreamDropError(gettext_lazy("The run is being recovered; resume again"), cause="run_recovering")
         if live is None:  # the run ended while we waited: decide again from what it left
             if _depth >= _MAX_REPLANS:
                 raise StreamDropError(cause="run_not_live")

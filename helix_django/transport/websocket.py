@@ -34,6 +34,7 @@ import contextlib
 from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.utils.translation import gettext_lazy
 
 from helix_django.api.ownership import get_owned_session, owner_for
 from helix_django.conf import helix_settings
@@ -108,7 +109,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         """Dispatch ``resume``, ``send`` and ``cancel`` messages."""
         try:
             if not isinstance(content, dict):
-                raise ValidationError("A message must be a JSON object", cause="message")
+                raise ValidationError(gettext_lazy("A message must be a JSON object"), cause="message")
             kind = content.get("type")
             if kind == "resume":
                 await self.start_reader(parse_cursor(content.get("from_sequence")) or 0)
@@ -117,7 +118,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             elif kind == "cancel":
                 await self.handle_cancel(content)
             else:
-                raise ValidationError("Unknown message type", cause="message_type")
+                raise ValidationError(gettext_lazy("Unknown message type"), cause="message_type")
         except Exception as exc:  # every failure answers a typed frame (an untyped one without its text)
             await self.send_error(exc)
 
@@ -159,7 +160,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         session = await sync_to_async(get_owned_session)(self._session().pk, self.owner)
         run_id = content.get("run_id") or session.current_run_id
         if not isinstance(run_id, str) or not run_id:
-            raise ValidationError("No run to cancel", cause="run_id")
+            raise ValidationError(gettext_lazy("No run to cancel"), cause="run_id")
         run = await get_executor().cancel(session=session, run_id=run_id)
         await self.send_json({"type": "cancelled", "runId": run.id, "status": run.status})
 

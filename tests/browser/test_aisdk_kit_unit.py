@@ -1,4 +1,4 @@
-"""The AI SDK kit's own unit tests (tests/browser/kit/*.test.mjs) under Node's test runner."""
+"""The AI SDK kit's own unit tests (tests/browser/kit/*.test.mjs: aisdk.js, i18n.js) under Node's test runner."""
 
 from __future__ import annotations
 

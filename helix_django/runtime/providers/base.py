@@ -31,6 +31,8 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
+from django.utils.translation import gettext_lazy as _
+
 from helix_django.errors import HelixError
 
 
@@ -172,4 +174,4 @@ class CapabilityMissingError(HelixError):
     code = "provider_capability_missing"
     http_status = 409
     category = "provider"
-    default_message = "The provider does not support this operation"
+    default_message = _("The provider does not support this operation")

@@ -17,38 +17,42 @@
 // is never a dead end (the other actions stay offered while the server offers them).
 
 import { HelixChat, newMessageId, routesFor, textOf } from "./client.js";
+import { gettext, interpolate } from "./i18n.js";
 
-const PARTIAL_LABELS = {
-  interrupted: ["Interrupted", "The generation stopped before it finished; this is the text it had written."],
-  cancelled: ["Stopped", "You stopped this answer; this is the text it had written."],
-  failed: ["Failed", "The model failed before finishing; this is the text it had written."],
-};
+// Texts are looked up when shown (functions, not constants): the catalog may be set after import.
+const PARTIAL_LABELS = () => ({
+  interrupted: [gettext("Interrupted"), gettext("The generation stopped before it finished; this is the text it had written.")],
+  cancelled: [gettext("Stopped"), gettext("You stopped this answer; this is the text it had written.")],
+  failed: [gettext("Failed"), gettext("The model failed before finishing; this is the text it had written.")],
+});
 // A cancelled run says who stopped it (the run's `cancelledBy`): never a false "you".
-const CANCELLED_BY_LABELS = {
-  staff: ["Stopped by support", "Support staff stopped this answer; this is the text it had written."],
-  system: ["Stopped", "The system stopped this answer; this is the text it had written."],
-};
+const CANCELLED_BY_LABELS = () => ({
+  staff: [gettext("Stopped by support"), gettext("Support staff stopped this answer; this is the text it had written.")],
+  system: [gettext("Stopped"), gettext("The system stopped this answer; this is the text it had written.")],
+});
 
 function partialLabel(status, cancelledBy) {
-  if (status === "cancelled" && CANCELLED_BY_LABELS[cancelledBy]) return CANCELLED_BY_LABELS[cancelledBy];
-  return PARTIAL_LABELS[status] || ["Incomplete", "This answer did not finish."];
+  const byWho = CANCELLED_BY_LABELS();
+  if (status === "cancelled" && byWho[cancelledBy]) return byWho[cancelledBy];
+  return PARTIAL_LABELS()[status] || [gettext("Incomplete"), gettext("This answer did not finish.")];
 }
 
 // Actions that replace or remove what the user sees: confirmed in place before they act.
-const CONFIRM_TEXT = {
-  regenerate: ["Replace this answer with a new one?", "Regenerate"],
-  discard: ["Remove the partial answer from the conversation?", "Discard"],
-};
-const BUSY_HINT = "An answer is still being written in this conversation. Wait for it to finish, or press Stop.";
+const CONFIRM_TEXT = () => ({
+  regenerate: [gettext("Replace this answer with a new one?"), gettext("Regenerate")],
+  discard: [gettext("Remove the partial answer from the conversation?"), gettext("Discard")],
+});
+const BUSY_HINT = () => gettext("An answer is still being written in this conversation. Wait for it to finish, or press Stop.");
 
-const ERROR_TEXT = {
-  state_already_running: "Another answer is still being written in this conversation. Retry when it has finished.",
-  network_error: "The server could not be reached.",
-  transport_stream_drop: "The connection to the server was lost.",
-  state_history_incomplete: "The conversation could not be read right now.",
-  validation_payload_too_large: "The message is too long.",
-  state_request_key_conflict: "This message conflicts with an earlier request.",
-};
+// The page's own words for the typed errors it explains (by wire code, which stays English).
+const ERROR_TEXT = () => ({
+  state_already_running: gettext("Another answer is still being written in this conversation. Retry when it has finished."),
+  network_error: gettext("The server could not be reached."),
+  transport_stream_drop: gettext("The connection to the server was lost."),
+  state_history_incomplete: gettext("The conversation could not be read right now."),
+  validation_payload_too_large: gettext("The message is too long."),
+  state_request_key_conflict: gettext("This message conflicts with an earlier request."),
+});
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -67,13 +71,22 @@ function el(tag, attrs = {}, ...children) {
 
 function describeError(error) {
   if (!error) return "";
-  return ERROR_TEXT[error.code] || error.error || "Something went wrong.";
+  return ERROR_TEXT()[error.code] || error.error || gettext("Something went wrong.");
 }
 
 function sessionLabel(session) {
   if (session.title) return session.title;
   const created = session.createdAt ? new Date(session.createdAt) : null;
-  return created ? `Chat of ${created.toLocaleString([], { dateStyle: "medium", timeStyle: "short" })}` : "Untitled chat";
+  if (!created) return gettext("Untitled chat");
+  const style = { dateStyle: "medium", timeStyle: "short" };
+  let date;
+  try {
+    // The page's language (<html lang>) formats the date, as it names the chat.
+    date = created.toLocaleString(document.documentElement.lang || [], style);
+  } catch {
+    date = created.toLocaleString([], style); // a lang attribute Intl does not know
+  }
+  return interpolate(gettext("Chat of %(date)s"), { date });
 }
 
 /** Mount the chat page on `root`; returns a controller with `open(sessionId)`. */
@@ -116,7 +129,7 @@ export function mountChat(root, options) {
       sessions = Array.isArray(body) ? body : body.results || body.sessions || [];
       sessionsError = null;
     } catch {
-      sessionsError = "Conversations could not be loaded.";
+      sessionsError = gettext("Conversations could not be loaded.");
     }
     renderSessions();
     if (chat) scheduleRender();
@@ -145,7 +158,7 @@ export function mountChat(root, options) {
       ),
     );
     if (current && !sessions.some((s) => s.id === current)) {
-      const title = chatTitle() || (chat?.view().loaded && !chat.messages.length ? "New chat" : "Conversation");
+      const title = chatTitle() || (chat?.view().loaded && !chat.messages.length ? gettext("New chat") : gettext("Conversation"));
       items.unshift(el("li", {}, el("span", { class: "hx-session is-current", "data-testid": "current-session" }, title)));
     }
     const list = el("ul", {}, items);
@@ -157,7 +170,7 @@ export function mountChat(root, options) {
           { class: "hx-sessions-error" },
           sessionsError,
           " ",
-          el("button", { type: "button", class: "hx-link", onclick: loadSessions }, "Retry"),
+          el("button", { type: "button", class: "hx-link", onclick: loadSessions }, gettext("Retry")),
         ),
       );
     }
@@ -183,7 +196,7 @@ export function mountChat(root, options) {
     const view = chat.view();
     const nearBottom = ui.conversation.scrollHeight - ui.conversation.scrollTop - ui.conversation.clientHeight < 80;
     const listed = sessions.find((session) => session.id === chat.sessionId);
-    const title = chatTitle() || (listed ? sessionLabel(listed) : view.loaded ? "New chat" : "Conversation");
+    const title = chatTitle() || (listed ? sessionLabel(listed) : view.loaded ? gettext("New chat") : gettext("Conversation"));
     ui.title.textContent = title;
     document.title = `${title} · Helix`;
     if (title !== listedTitle) {
@@ -202,7 +215,7 @@ export function mountChat(root, options) {
     }
     if (!view.loaded && !view.messages.length) {
       rendered.clear();
-      const text = view.status === "reconnecting" ? "Connecting to the server…" : "Loading conversation…";
+      const text = view.status === "reconnecting" ? gettext("Connecting to the server…") : gettext("Loading conversation…");
       ui.conversation.replaceChildren(el("div", { class: "hx-empty", "data-testid": "loading" }, text));
       return;
     }
@@ -254,15 +267,20 @@ export function mountChat(root, options) {
 
   function renderConnection(view) {
     const labels = {
-      loading: ["Loading", "is-idle"],
-      ready: ["Connected", "is-ok"],
-      submitted: ["Sending…", "is-live"],
-      streaming: ["Live", "is-live"],
+      loading: [gettext("Loading"), "is-idle"],
+      ready: [gettext("Connected"), "is-ok"],
+      submitted: [gettext("Sending…"), "is-live"],
+      streaming: [gettext("Live"), "is-live"],
       reconnecting: [
-        reconnects > 0 ? `Reconnecting… (attempt ${reconnects} of ${chat.reattach?.maxAttempts ?? "?"})` : "Reconnecting…",
+        reconnects > 0
+          ? interpolate(gettext("Reconnecting… (attempt %(attempt)s of %(max)s)"), {
+              attempt: reconnects,
+              max: chat.reattach?.maxAttempts ?? "?",
+            })
+          : gettext("Reconnecting…"),
         "is-warn",
       ],
-      error: [view.error?.kind === "snapshot" ? "Unavailable" : "Attention", "is-error"],
+      error: [view.error?.kind === "snapshot" ? gettext("Unavailable") : gettext("Attention"), "is-error"],
     };
     const [label, cls] = labels[view.status] || ["", ""];
     ui.connection.textContent = label;
@@ -275,7 +293,7 @@ export function mountChat(root, options) {
     ui.stop.hidden = !view.isBusy;
     // Stopping needs the server: while it cannot be reached, Stop would only pretend.
     ui.stop.disabled = view.status === "submitted" || view.status === "reconnecting";
-    ui.stop.title = view.status === "reconnecting" ? "The server cannot be reached; the answer cannot be stopped now." : "";
+    ui.stop.title = view.status === "reconnecting" ? gettext("The server cannot be reached; the answer cannot be stopped now.") : "";
     ui.send.disabled = view.status === "loading" || (view.error?.kind === "snapshot" && !view.messages.length);
   }
 
@@ -303,7 +321,7 @@ export function mountChat(root, options) {
       }
     }
     if (context.isLive && !(message.parts || []).some((p) => p.type === "text")) {
-      body.append(el("span", { class: "hx-typing", "aria-label": "Writing" }, el("i"), el("i"), el("i")));
+      body.append(el("span", { class: "hx-typing", "aria-label": gettext("Writing") }, el("i"), el("i"), el("i")));
     }
     const node = el(
       "article",
@@ -313,7 +331,7 @@ export function mountChat(root, options) {
         "data-role": message.role,
         "data-partial": partial ? helix.status || "partial" : null,
       },
-      el("div", { class: "hx-avatar", "aria-hidden": "true" }, message.role === "user" ? "You" : "AI"),
+      el("div", { class: "hx-avatar", "aria-hidden": "true" }, message.role === "user" ? gettext("You") : gettext("AI")),
       el("div", { class: "hx-content" }, body),
     );
     const content = node.querySelector(".hx-content");
@@ -324,7 +342,7 @@ export function mountChat(root, options) {
         el(
           "div",
           { class: "hx-actions" },
-          confirmable("regenerate", message.id, "hx-chip", "Regenerate", "Replace this answer with a new one", () =>
+          confirmable("regenerate", message.id, "hx-chip", gettext("Regenerate"), gettext("Replace this answer with a new one"), () =>
             chat.regenerate(message.id),
           ),
         ),
@@ -336,17 +354,17 @@ export function mountChat(root, options) {
 
   function renderPart(part) {
     if (part.type === "reasoning") {
-      return el("details", { class: "hx-reasoning" }, el("summary", {}, "Reasoning"), el("div", {}, part.text || ""));
+      return el("details", { class: "hx-reasoning" }, el("summary", {}, gettext("Reasoning")), el("div", {}, part.text || ""));
     }
     if (part.type === "dynamic-tool" || part.type?.startsWith("tool-")) {
       const name = part.toolName || part.type.slice(5);
       const state = {
-        "input-streaming": "preparing",
-        "input-available": "running",
-        "approval-requested": "awaiting approval",
-        "output-available": "done",
-        "output-error": "failed",
-        "output-denied": "denied",
+        "input-streaming": gettext("preparing"),
+        "input-available": gettext("running"),
+        "approval-requested": gettext("awaiting approval"),
+        "output-available": gettext("done"),
+        "output-error": gettext("failed"),
+        "output-denied": gettext("denied"),
       }[part.state];
       return el(
         "div",
@@ -371,7 +389,7 @@ export function mountChat(root, options) {
     return el(
       "div",
       { class: "hx-partial-notice", role: "status", "data-testid": "partial-notice", "data-run-status": helix.status },
-      el("div", {}, el("strong", {}, kept ? `${label} · kept as partial` : `${label} · partial answer`), " ", detail),
+      el("div", {}, el("strong", {}, interpolate(kept ? gettext("%(label)s · kept as partial") : gettext("%(label)s · partial answer"), { label })), " ", detail),
       actionable ? recoveryActions(message.id, helix.runId, recovery) : null,
     );
   }
@@ -387,10 +405,10 @@ export function mountChat(root, options) {
     return el(
       "div",
       { class: "hx-actions" },
-      confirmed("regenerate", "Regenerate", "Start over from the last safe point (a new answer)", () => chat.regenerate(messageId), "hx-chip is-primary"),
-      chip("continue", "Continue", "A new generation that continues from the partial text", () => chat.continueRun(runId)),
-      chip("keep", "Keep", "Keep the partial text as it is, without more inference", () => chat.keep(runId)),
-      confirmed("discard", "Discard", "Remove the partial answer from the conversation", () => chat.discard(runId), "hx-chip is-danger"),
+      confirmed("regenerate", gettext("Regenerate"), gettext("Start over from the last safe point (a new answer)"), () => chat.regenerate(messageId), "hx-chip is-primary"),
+      chip("continue", gettext("Continue"), gettext("A new generation that continues from the partial text"), () => chat.continueRun(runId)),
+      chip("keep", gettext("Keep"), gettext("Keep the partial text as it is, without more inference"), () => chat.keep(runId)),
+      confirmed("discard", gettext("Discard"), gettext("Remove the partial answer from the conversation"), () => chat.discard(runId), "hx-chip is-danger"),
     );
   }
 
@@ -406,7 +424,7 @@ export function mountChat(root, options) {
       };
       return el("button", { type: "button", class: cls, title, onclick: ask, "data-action": name }, label);
     }
-    const [question, yes] = CONFIRM_TEXT[name];
+    const [question, yes] = CONFIRM_TEXT()[name];
     const done = () => {
       confirming = null;
       rendered.clear();
@@ -417,7 +435,7 @@ export function mountChat(root, options) {
       { class: "hx-confirm", role: "group", "data-testid": "confirm", "data-action": name },
       el("span", {}, question, " "),
       el("button", { type: "button", class: "hx-chip is-danger", "data-confirm": "yes", onclick: () => { done(); act(); } }, yes),
-      el("button", { type: "button", class: "hx-chip", "data-confirm": "no", onclick: done }, "Cancel"),
+      el("button", { type: "button", class: "hx-chip", "data-confirm": "no", onclick: done }, gettext("Cancel")),
     );
   }
 
@@ -437,16 +455,16 @@ export function mountChat(root, options) {
   }
 
   function unsentNotice(error, view) {
-    if (!error) return el("div", { class: "hx-unsent" }, "Sending…");
+    if (!error) return el("div", { class: "hx-unsent" }, gettext("Sending…"));
     return el(
       "div",
       { class: "hx-unsent", role: "alert", "data-testid": "send-error", "data-code": error.code },
-      el("span", {}, `Not sent. ${describeError(error)}`),
+      el("span", {}, interpolate(gettext("Not sent. %(reason)s"), { reason: describeError(error) })),
       el(
         "div",
         { class: "hx-actions" },
         error.retryable !== false
-          ? el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.retry(), disabled: view.isBusy ? true : null }, "Retry")
+          ? el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.retry(), disabled: view.isBusy ? true : null }, gettext("Retry"))
           : null,
         el(
           "button",
@@ -460,7 +478,7 @@ export function mountChat(root, options) {
               ui.input.focus();
             },
           },
-          "Edit",
+          gettext("Edit"),
         ),
       ),
     );
@@ -487,13 +505,15 @@ export function mountChat(root, options) {
         "strong",
         {},
         // Until the recovery state is read, say only what is certain.
-        discarded ? "Partial answer discarded." : recovery ? `${label} before any text was written.` : `${label} · no answer text was kept.`,
+        discarded
+          ? gettext("Partial answer discarded.")
+          : interpolate(recovery ? gettext("%(label)s before any text was written.") : gettext("%(label)s · no answer text was kept."), { label }),
       ),
       regenerate
         ? el(
             "div",
             { class: "hx-actions" },
-            el("button", { type: "button", class: "hx-chip is-primary", "data-action": "regenerate", onclick: () => chat.regenerate(null) }, "Regenerate"),
+            el("button", { type: "button", class: "hx-chip is-primary", "data-action": "regenerate", onclick: () => chat.regenerate(null) }, gettext("Regenerate")),
           )
         : null,
     );
@@ -506,7 +526,7 @@ export function mountChat(root, options) {
       { class: "hx-banner", role: "alert", "data-testid": "error-banner", "data-code": view.error.code },
       el("span", {}, describeError(view.error)),
       view.error.retryable !== false
-        ? el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.retry() }, "Retry")
+        ? el("button", { type: "button", class: "hx-chip is-primary", onclick: () => chat.retry() }, gettext("Retry"))
         : null,
     );
   }
@@ -515,10 +535,10 @@ export function mountChat(root, options) {
     return el(
       "div",
       { class: "hx-error-state", role: "alert", "data-testid": "snapshot-error", "data-code": error.code },
-      el("h2", {}, "This conversation could not be loaded"),
-      el("p", {}, `${describeError(error)} Your messages are safe on the server; nothing was lost.`),
-      el("p", { class: "hx-muted" }, `Error code: ${error.code}`),
-      el("button", { type: "button", class: "hx-button", onclick: () => chat.retry() }, "Retry"),
+      el("h2", {}, gettext("This conversation could not be loaded")),
+      el("p", {}, interpolate(gettext("%(reason)s Your messages are safe on the server; nothing was lost."), { reason: describeError(error) })),
+      el("p", { class: "hx-muted" }, interpolate(gettext("Error code: %(code)s"), { code: error.code })),
+      el("button", { type: "button", class: "hx-button", onclick: () => chat.retry() }, gettext("Retry")),
     );
   }
 
@@ -526,8 +546,8 @@ export function mountChat(root, options) {
     return el(
       "div",
       { class: "hx-empty" },
-      el("h2", {}, "Start a conversation"),
-      el("p", {}, "Answers are stored as they stream. Reload the page or lose the network mid-answer: it picks up where it was."),
+      el("h2", {}, gettext("Start a conversation")),
+      el("p", {}, gettext("Answers are stored as they stream. Reload the page or lose the network mid-answer: it picks up where it was.")),
     );
   }
 
@@ -581,7 +601,7 @@ export function mountChat(root, options) {
     event.preventDefault();
     const text = ui.input.value.trim();
     if (text && chat.view().isBusy) {
-      hint = BUSY_HINT; // the text stays in the composer, to send once the answer is done
+      hint = BUSY_HINT(); // the text stays in the composer, to send once the answer is done
       renderHint(chat.view());
       return;
     }

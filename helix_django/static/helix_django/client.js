@@ -29,6 +29,7 @@ import {
   responseError,
   sleep,
 } from "./errors.js";
+import { gettext } from "./i18n.js";
 import { newMessageId, newRequestKey } from "./ids.js";
 import { resumeHeaders, snapshotResumeOptions } from "./resume.js";
 import { readEventStream } from "./sse.js";
@@ -40,6 +41,7 @@ export {
   fetchSnapshotWithRetry,
   parseError,
 } from "./errors.js";
+export { gettext, interpolate, setCatalog } from "./i18n.js";
 export { newMessageId, newRequestKey } from "./ids.js";
 export { resumeHeaders, snapshotResumeOptions } from "./resume.js";
 export { readEventStream } from "./sse.js";
@@ -363,7 +365,7 @@ export class HelixChat extends EventTarget {
           // The route's own "your read ended early" error is a drop: re-attach from the cursor.
           if (typed?.code === "transport_stream_drop") return result;
           result.terminal = true;
-          result.error = typed || { code: "stream_error", error: "The answer stopped with an error", retryable: true };
+          result.error = typed || { code: "stream_error", error: gettext("The answer stopped with an error"), retryable: true };
         }
         if (outcome === "reanchor") return { ...result, reanchor: true };
         this.emit();
@@ -478,7 +480,7 @@ export class HelixChat extends EventTarget {
           // Without any snapshot read the page has nothing to show: an error state, not an empty chat.
           kind: this.loaded ? "stream" : "snapshot",
           code: "transport_stream_drop",
-          error: "The connection to the server was lost",
+          error: gettext("The connection to the server was lost"),
           retryable: true,
           status: 0,
         });
@@ -580,7 +582,7 @@ export class HelixChat extends EventTarget {
       const typed =
         this.status === "error" && this.error
           ? this.error
-          : { code: "network_error", error: "The message was not sent", retryable: true, status: 0 };
+          : { code: "network_error", error: gettext("The message was not sent"), retryable: true, status: 0 };
       this.pending.error = typed;
       this.setStatus("error", { ...typed, kind: "send" });
     }

@@ -3,7 +3,10 @@
 //
 // Every refusal of the server is a flat JSON body
 //   { error: string, code: string, retryable?: boolean, cause?: string, ...extra }
-// parseError() reads one from anything a request can fail with.
+// parseError() reads one from anything a request can fail with. The `error` texts the client
+// makes itself are translated (i18n.js); codes stay English identifiers.
+
+import { gettext } from "./i18n.js";
 
 /** A non-2xx answer (or a failed fetch) with its typed body. */
 export class HelixRequestError extends Error {
@@ -84,7 +87,7 @@ export async function responseError(response) {
 /** The typed error for a fetch that rejected before any answer. */
 export function networkError() {
   return new HelixRequestError(
-    { error: "The server could not be reached", code: "network_error", retryable: true, cause: "network" },
+    { error: gettext("The server could not be reached"), code: "network_error", retryable: true, cause: "network" },
     0,
   );
 }
@@ -143,13 +146,13 @@ export async function fetchSnapshotWithRetry(url, options = {}) {
       body = await response.json();
     } catch {
       throw new SnapshotUnavailableError(
-        { error: "The snapshot is not JSON", code: "transport_error", cause: "invalid_json", retryable: true },
+        { error: gettext("The snapshot is not JSON"), code: "transport_error", cause: "invalid_json", retryable: true },
         response.status,
       );
     }
     if (!body || !Array.isArray(body.messages) || typeof body.streamSequence !== "number") {
       throw new SnapshotUnavailableError(
-        { error: "The answer is not a snapshot", code: "transport_error", cause: "invalid_body", retryable: true },
+        { error: gettext("The answer is not a snapshot"), code: "transport_error", cause: "invalid_body", retryable: true },
         response.status,
       );
     }
