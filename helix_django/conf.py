@@ -99,6 +99,9 @@ DEFAULTS: dict[str, Any] = {
     "AUTHENTICATION_CLASSES": None,
     "PERMISSION_CLASSES": None,
     "THROTTLE_CLASSES": None,
+    # Pagination of the list endpoints (import string or class); None: the host's
+    # REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"]; "": never paginated (helix_django.api.policy).
+    "PAGINATION_CLASS": None,
     # Rates of helix's throttle scopes under the host's DEFAULT_THROTTLE_RATES (None: unlimited).
     "THROTTLE_RATES": {"helix": None, "helix_chat": None},
 }
