@@ -14,16 +14,12 @@ from asgiref.sync import sync_to_async
 from channels.testing import HttpCommunicator
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
-from rest_framework.pagination import PageNumberPagination
 
 from helix_django import store
 from helix_django.models import ChatSession
+from tests.paginators import PagesOfThree
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-class PagesOfThree(PageNumberPagination):
-    page_size = 3
 
 
 @pytest.fixture
@@ -67,7 +63,7 @@ async def test_the_hosts_default_pagination_class_is_honoured(owner, settings):
 async def test_the_helix_setting_overrides_the_hosts_pagination(owner, settings):
     user, header = owner
     newest_first = await sync_to_async(make_sessions)(user, 5)
-    settings.HELIX = {"PAGINATION_CLASS": "tests.api.test_pagination.PagesOfThree"}
+    settings.HELIX = {"PAGINATION_CLASS": "tests.paginators.PagesOfThree"}
     body = await get_json("/helix/api/sessions/?page=2", header)
     assert body["count"] == 5 and [s["id"] for s in body["results"]] == newest_first[3:]
     settings.HELIX = {"PAGINATION_CLASS": PagesOfThree}
