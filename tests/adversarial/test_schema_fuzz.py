@@ -57,7 +57,9 @@ def test_every_operation_answers_typed_and_refusals_write_nothing(shared_server,
     assert len(operations) >= 6, [op.label for op in operations]
     labels = {op.label for op in operations}
     # The chat and stream routes are in the served schema, so they are fuzzed too (issue 20).
-    assert {f"POST {PREFIX}/sessions/{{session_id}}/chat", f"GET {PREFIX}/sessions/{{session_id}}/stream"} <= labels, labels
+    assert {f"POST {PREFIX}/sessions/{{session_id}}/chat", f"GET {PREFIX}/sessions/{{session_id}}/stream"} <= labels, (
+        labels
+    )
 
     def check(case):
         before = writes()
