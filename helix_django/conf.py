@@ -42,6 +42,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_CHUNK_BYTES": 1_000_000,
     # Largest tool result (UTF-8 JSON), server or client tool (helix_django/limits.py).
     "MAX_TOOL_RESULT_BYTES": 512 * 1024,
+    # Largest stored message (UTF-8 JSON), user or assistant; a run's answer stops there and fails.
+    "MAX_MESSAGE_BYTES": 2 * 1024 * 1024,
+    # Most messages (active rows) of one session; a send to a full session is refused (409).
+    "MAX_SESSION_MESSAGES": 2_000,
     # Agents by name: {"PROVIDER": {"BACKEND": ..., "OPTIONS": {...}}, "MODEL": ..., ...}.
     "AGENTS": {
         "default": {
@@ -95,6 +99,9 @@ DEFAULTS: dict[str, Any] = {
     "AUTHENTICATION_CLASSES": None,
     "PERMISSION_CLASSES": None,
     "THROTTLE_CLASSES": None,
+    # Pagination of the list endpoints (import string or class); None: the host's
+    # REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"]; "": never paginated (helix_django.api.policy).
+    "PAGINATION_CLASS": None,
     # Rates of helix's throttle scopes under the host's DEFAULT_THROTTLE_RATES (None: unlimited).
     "THROTTLE_RATES": {"helix": None, "helix_chat": None},
 }

@@ -73,12 +73,13 @@ def check_drf_policy(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         classes = policy.authentication_classes()
         policy.permissions()
         policy.throttles()
+        policy.pagination_class()
     except (ImportError, ImproperlyConfigured) as exc:
         return [
             Error(
                 f"helix's DRF policy cannot be built: {exc}",
-                hint="Fix HELIX['AUTHENTICATION_CLASSES'|'PERMISSION_CLASSES'|'THROTTLE_CLASSES'|'THROTTLE_RATES'] "
-                "or REST_FRAMEWORK's DEFAULT_*_CLASSES / DEFAULT_THROTTLE_RATES.",
+                hint="Fix HELIX['AUTHENTICATION_CLASSES'|'PERMISSION_CLASSES'|'THROTTLE_CLASSES'|'THROTTLE_RATES'|"
+                "'PAGINATION_CLASS'] or REST_FRAMEWORK's DEFAULT_*_CLASSES / DEFAULT_THROTTLE_RATES.",
                 id="helix_django.E030",
             )
         ]

@@ -122,6 +122,17 @@ class AlreadyRunningError(StateError):
     default_message = _("A run is already active on this session")
 
 
+class SessionFullError(StateError):
+    """A send would add messages to a session holding ``MAX_SESSION_MESSAGES`` (docs/limits.md).
+
+    409, never retryable (the session stays full): ``cause: "session_messages"``,
+    ``limitMessages``, ``messageCount``. Nothing is written.
+    """
+
+    code = "state_session_full"
+    default_message = _("The session holds the most messages allowed")
+
+
 class RunStartConflictError(StateError):
     """The run-start compare-and-set was rejected (002: ``state_run_start_conflict``)."""
 
@@ -265,6 +276,18 @@ class PayloadTooLargeError(ValidationError):
     default_message = _("Request body too large")
 
 
+class MessageTooLargeError(PayloadTooLargeError):
+    """A message to store exceeds ``MAX_MESSAGE_BYTES`` as UTF-8 JSON (docs/limits.md).
+
+    413, not retryable, ``limitBytes``, ``sizeBytes``; ``cause: "message"`` for a sent
+    message (``field``: where it is in the body when known), ``"tool_result"`` for client
+    tool results that would grow the assistant message past the limit. Nothing is written.
+    """
+
+    code = "validation_message_too_large"
+    default_message = _("Message too large")
+
+
 class MethodNotAllowedError(ValidationError):
     """The endpoint does not serve this HTTP method (405)."""
 
@@ -356,6 +379,19 @@ class RunCancelledError(HelixError):
     http_status = 409
     category = "cancelled"
     default_message = _("The generation was cancelled")
+
+
+class ResponseTooLargeError(HelixError):
+    """A run's answer grew past ``MAX_MESSAGE_BYTES``: the run fails, its answer so far kept as partial.
+
+    The chunk that would pass the limit is neither stored nor sent; ``limitBytes``, ``sizeBytes``
+    (what the message would have become). Not retryable: the same request grows the same answer.
+    """
+
+    code = "run_response_too_large"
+    http_status = 413
+    category = "limit"
+    default_message = _("The answer is larger than the limit")
 
 
 class ToolError(HelixError):

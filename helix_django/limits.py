@@ -13,6 +13,17 @@
   ``cause: "tool_result"``.
 - ``MAX_REQUEST_BYTES`` and ``MAX_REQUEST_PARTS``: the largest request body, and the most
   message parts in one chat body (:mod:`helix_django.transport.chat_request`).
+- ``MAX_MESSAGE_BYTES`` (default 2 MiB): the largest stored message, as UTF-8 JSON
+  ``{id, role, parts, metadata}``. A sent message over it is refused by the run-start
+  commit (413 ``validation_message_too_large``, ``cause: "message"``, nothing written);
+  client tool results that would grow the assistant message past it likewise
+  (``cause: "tool_result"``). A run's answer is bounded by :class:`ResponseBudget`: the
+  chunk that would pass the limit is neither stored nor sent, and the run fails with
+  ``run_response_too_large``, its answer so far kept, marked partial.
+- ``MAX_SESSION_MESSAGES`` (default 2 000): the most active messages of one session. A
+  request that would add a row to a full session is refused (409 ``state_session_full``,
+  nothing written); a tool-result continuation adds none. With the previous limit it
+  bounds a snapshot to ``MAX_SESSION_MESSAGES * MAX_MESSAGE_BYTES``.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ from typing import Any
 from django.core.checks import Error, Warning
 
 from helix_django.conf import helix_settings
+from helix_django.errors import MessageTooLargeError, ResponseTooLargeError
 
 Chunk = dict[str, Any]
 DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
@@ -36,7 +48,13 @@ RANGES = (
     ("MAX_TOOL_RESULT_BYTES", 1024, 64 * 1024 * 1024),
     ("MAX_REQUEST_BYTES", 1024, 1024 * 1024 * 1024),
     ("MAX_REQUEST_PARTS", 1, 1_000_000),
+    ("MAX_MESSAGE_BYTES", 64 * 1024, 1024 * 1024 * 1024),
+    ("MAX_SESSION_MESSAGES", 2, 1_000_000),
 )
+#: Bytes of ``MAX_MESSAGE_BYTES`` a run's answer leaves for its ending (closed parts, ``helix`` metadata).
+ENDING_RESERVE_BYTES = 4096
+#: Chunk types that never change the response message (only the stream's framing).
+_NO_GROWTH = frozenset({"finish-step", "finish", "abort", "error"})
 WEBSOCKET_MESSAGE_BYTES = 1024 * 1024
 """The message size common WebSocket clients (and daphne's default) accept."""
 
@@ -76,8 +94,63 @@ def tool_result_too_large(result: Any) -> dict[str, Any] | None:
     return {"error": "tool_result_too_large", "sizeBytes": size, "limitBytes": limit} if size > limit else None
 
 
+def check_message_size(message: dict[str, Any], *, field: str | None = None) -> None:
+    """Raise MessageTooLargeError (413, ``cause: "message"``) if ``message`` is over ``MAX_MESSAGE_BYTES``.
+
+    ``message`` is a UIMessage as stored; its size is :func:`json_size` (C speed, linear in
+    bytes, bounded by ``MAX_REQUEST_BYTES``). ``field`` names where it was sent, if known.
+    """
+    limit = helix_settings.MAX_MESSAGE_BYTES
+    size = json_size(message)
+    if size > limit:
+        extra = {"field": field} if field else {}
+        raise MessageTooLargeError(cause="message", limitBytes=limit, sizeBytes=size, **extra)
+
+
+def chunk_growth_bytes(chunk: Chunk) -> int:
+    """Return at least the bytes applying ``chunk`` adds to the response message's JSON.
+
+    Exact for a text or reasoning delta (JSON escaping is per character); the chunk's own
+    size for any other content chunk (an upper bound: the part it adds or fills holds less);
+    0 for framing chunks (``finish-step``, ``helix-*``).
+    """
+    kind = chunk.get("type", "")
+    if kind in DELTA_TYPES and isinstance(chunk.get("delta"), str):
+        return json_size(chunk["delta"]) - 2
+    if kind in _NO_GROWTH or kind.startswith("helix-"):
+        return 0
+    return json_size(chunk)
+
+
+class ResponseBudget:
+    """The size of a run's response message, kept as its chunks are applied (``MAX_MESSAGE_BYTES``).
+
+    :meth:`admit` is called before each chunk is applied and sent: a delta costs its
+    escaped length, so a long answer is checked in O(its bytes) overall; only when the
+    estimate would pass the limit is the message measured exactly (and the estimate reset).
+    The answer's limit is ``MAX_MESSAGE_BYTES - ENDING_RESERVE_BYTES``, so the ending
+    (closed parts, the ``helix`` metadata) still fits.
+    """
+
+    def __init__(self, message: dict[str, Any]) -> None:
+        self.limit_bytes = max(1, helix_settings.MAX_MESSAGE_BYTES - ENDING_RESERVE_BYTES)
+        self.size_bytes = json_size(message)
+        """Upper bound of the message's size, in bytes of UTF-8 JSON."""
+
+    def admit(self, chunk: Chunk, message: dict[str, Any]) -> None:
+        """Count ``chunk`` into the message; raise ResponseTooLargeError if it would pass the limit."""
+        growth = chunk_growth_bytes(chunk)
+        if self.size_bytes + growth > self.limit_bytes:
+            self.size_bytes = json_size(message)
+            if self.size_bytes + growth > self.limit_bytes:
+                raise ResponseTooLargeError(
+                    limitBytes=helix_settings.MAX_MESSAGE_BYTES, sizeBytes=self.size_bytes + growth
+                )
+        self.size_bytes += growth
+
+
 def check_limits(user: dict[str, Any]) -> list[Any]:
-    """Return E020 (a limit outside its range), E021 (tool results not below chunks) and W020 (chunks over 1 MiB)."""
+    """Return E020 (a limit out of range), E021 (tool results not below chunks or messages), W020 (chunks > 1 MiB)."""
     messages: list[Any] = []
     values: dict[str, int] = {}
     for key, smallest, largest in RANGES:
@@ -101,6 +174,15 @@ def check_limits(user: dict[str, Any]) -> list[Any]:
             Error(
                 "HELIX['MAX_TOOL_RESULT_BYTES'] must be below HELIX['MAX_CHUNK_BYTES'] (minus 4096 bytes).",
                 hint="A tool result is sent as one chunk: keep it at most MAX_CHUNK_BYTES - 4096.",
+                id="helix_django.E021",
+            )
+        )
+    message = values.get("MAX_MESSAGE_BYTES")
+    if message is not None and result is not None and result > message - 2 * ENDING_RESERVE_BYTES:
+        messages.append(
+            Error(
+                "HELIX['MAX_TOOL_RESULT_BYTES'] must be below HELIX['MAX_MESSAGE_BYTES'] (minus 8192 bytes).",
+                hint="A tool result is stored in the assistant message: keep it at most MAX_MESSAGE_BYTES - 8192.",
                 id="helix_django.E021",
             )
         )

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install (when missing, as root, from Debian's packages) and start what the tests need:
 # redis-server (AOF on, loopback :6379), PostgreSQL (loopback, role/db "helix"), Chromium, gettext.
+# Not root: PostgreSQL is a cluster of the user's own (initdb needs no root; data in
+# ${TMPDIR:-/tmp}/helix-pg-$USER, port HELIX_PG_PORT or 55432), unless HELIX_PG_URL is set.
 # Idempotent. Prints `export` lines for the caller to source; progress goes to stderr.
 # HELIX_SERVICES=redis: only Redis (make test-quick).
 set -euo pipefail
@@ -51,4 +53,28 @@ if [ -z "$only_redis" ] && [ "$(id -u)" -eq 0 ] && command -v pg_lsclusters >/de
   su postgres -c "psql -p $port -tAc \"SELECT 1 FROM pg_database WHERE datname='helix'\"" | grep -q 1 ||
     su postgres -c "createdb -p $port -O helix helix" >&2
   echo "export HELIX_PG_URL=postgres://helix:helix@127.0.0.1:$port/helix"
+elif [ -z "$only_redis" ] && [ -z "${HELIX_PG_URL:-}" ]; then
+  bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)
+  if [ -z "$bin" ] || [ ! -x "$bin/initdb" ]; then
+    log "no PostgreSQL server binaries (apt-get install postgresql) and no HELIX_PG_URL: the PostgreSQL pass will be skipped"
+  else
+    data=${HELIX_PG_DATA:-${TMPDIR:-/tmp}/helix-pg-$(id -un)}
+    port=${HELIX_PG_PORT:-55432}
+    export PGPASSWORD=helix
+    if [ ! -s "$data/PG_VERSION" ]; then
+      log "creating a PostgreSQL cluster of your own in $data (superuser helix, loopback port $port)"
+      pwfile=$(mktemp)
+      echo helix >"$pwfile"
+      "$bin/initdb" -D "$data" -U helix --pwfile="$pwfile" --auth=scram-sha-256 -E UTF8 >&2
+      rm -f "$pwfile"
+    fi
+    if ! "$bin/pg_ctl" -D "$data" status >/dev/null 2>&1; then
+      log "starting PostgreSQL in $data"
+      "$bin/pg_ctl" -D "$data" -l "$data/server.log" -w \
+        -o "-p $port -k $data -c listen_addresses=127.0.0.1" start >&2
+    fi
+    "$bin/psql" -h 127.0.0.1 -p "$port" -U helix -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='helix'" |
+      grep -q 1 || "$bin/createdb" -h 127.0.0.1 -p "$port" -U helix helix >&2
+    echo "export HELIX_PG_URL=postgres://helix:helix@127.0.0.1:$port/helix"
+  fi
 fi

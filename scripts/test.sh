@@ -10,8 +10,18 @@ BIN=$(dirname "$PYTHON")
 PYTEST=("$PYTHON" -m pytest -q -p no:cacheprovider)
 loud() { printf '\n!!!! %s\n\n' "$*" >&2; }
 
+# Not root: temporary files (SQLite test databases, logs, a PostgreSQL cluster of your own) in a
+# directory of your own, since /tmp/helix-tests may belong to another user (root's runs).
+if [ "$(id -u)" -ne 0 ] && [ -z "${TMPDIR:-}" ]; then
+  export TMPDIR="/tmp/helix-$(id -un)"
+  mkdir -p "$TMPDIR"
+fi
+
 # shellcheck source=/dev/null
 source <(bash scripts/services.sh)
+if [ -z "${HELIX_PG_URL:-}" ] && [ "${HELIX_QUICK:-}" != 1 ]; then
+  loud "PostgreSQL pass will be SKIPPED: no HELIX_PG_URL and no PostgreSQL could be set up (see above)."
+fi
 
 echo "== lint"
 "$BIN/ruff" check .
@@ -36,8 +46,8 @@ if [ -n "${HELIX_PG_URL:-}" ]; then
   # schemathesis (marker fuzz) runs in the first pass only: it tests the wire, not the database.
   HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "${PYTEST[@]}" -m "not fuzz" "$@"
 else
-  loud "PostgreSQL pass SKIPPED: scripts/services.sh sets PostgreSQL up only as root." \
-    "Set HELIX_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB (a role with CREATEDB) to run it."
+  loud "PostgreSQL pass SKIPPED: scripts/services.sh found no PostgreSQL server binaries to set one up." \
+    "Install postgresql, or set HELIX_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB (a role with CREATEDB)."
 fi
 
 if [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ]; then

@@ -12,15 +12,39 @@ from helix_django.streams import reset_stream_managers
 collect_ignore = [] if os.environ.get("DJANGO_SETTINGS_MODULE") == "tests.host.settings" else ["host"]
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, django_db_blocker):
+    """On PostgreSQL, drop the test databases of killed runs before creating ours (tests/pgdb.py)."""
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        from tests.pgdb import drop_stale_databases
+
+        with django_db_blocker.unblock(), connection._nodb_cursor() as cursor:
+            dropped = drop_stale_databases(cursor)
+        if dropped:
+            print(f"\ntests: dropped {len(dropped)} stale PostgreSQL test database(s): {', '.join(dropped)}")
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _close_thread_connections(django_db_setup, django_db_blocker):
-    """Close connections async code opened in asgiref's ORM thread, before the test database is dropped."""
+    """Close connections async code opened in asgiref's ORM thread, before the test database is dropped.
+
+    On PostgreSQL every other session still on the test database (a server process or
+    thread of a test) is ended too, so Django's ``DROP DATABASE`` never fails (tests/pgdb.py).
+    """
     yield
     from asgiref.sync import SyncToAsync
-    from django.db import connections
+    from django.db import connection, connections
 
     with django_db_blocker.unblock():
         SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+        if connection.vendor == "postgresql":
+            from tests.pgdb import end_other_connections
+
+            name = connection.settings_dict["NAME"]
+            with connection._nodb_cursor() as cursor:
+                end_other_connections(cursor, name)
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,11 @@ Basic, or requires ``IsAuthenticated``, gets the same rules on helix's routes as
 When the host never named its authentication classes, DRF's defaults (Session, Basic)
 apply, plus ``TokenAuthentication`` where ``rest_framework.authtoken`` is installed.
 
+The list endpoints (sessions, runs) paginate with ``HELIX["PAGINATION_CLASS"]`` when set
+(``""``: never), else the host's ``DEFAULT_PAGINATION_CLASS`` (and its ``PAGE_SIZE``); with
+neither, or a paginator that declines (``PageNumberPagination`` without a page size), they
+answer the plain list of the newest :data:`LIST_LIMIT`, as before.
+
 Helix's throttle scopes (``helix`` for the REST endpoints, ``helix_chat`` for the chat and
 stream routes) always have a rate: ``HELIX["THROTTLE_RATES"]`` (``None``: unlimited) under
 the host's ``DEFAULT_THROTTLE_RATES``, so a host whose defaults hold ``ScopedRateThrottle``
@@ -28,6 +33,8 @@ from helix_django.conf import helix_settings
 API_SCOPE = "helix"
 #: Throttle scope of the chat and raw stream routes.
 CHAT_SCOPE = "helix_chat"
+#: Most items of an unpaginated list (newest first).
+LIST_LIMIT = 100
 
 
 def _classes(helix_name: str, drf_name: str) -> list[type]:
@@ -57,6 +64,16 @@ def authenticators() -> list[Any]:
 def permissions() -> list[Any]:
     """Return the permission instances of helix's routes (the host's defaults unless HELIX names them)."""
     return [cls() for cls in _classes("PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES")]
+
+
+def pagination_class() -> type | None:
+    """Return the paginator class of helix's list endpoints, or None (see the module docstring)."""
+    configured = helix_settings.PAGINATION_CLASS
+    if configured is None:
+        return api_settings.DEFAULT_PAGINATION_CLASS
+    if configured == "":
+        return None
+    return import_string(configured) if isinstance(configured, str) else configured
 
 
 def throttle_rates() -> dict[str, Any]:

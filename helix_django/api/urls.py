@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from helix_django import __version__
-from helix_django.api import recovery, streaming_routes, views
+from helix_django.api import policy, recovery, streaming_routes, views
 
 endpoint_patterns = [
     # Served by the ASGI consumers of helix_django.transport.routing; these Django views only
@@ -54,6 +54,11 @@ class HelixSchemaView(SpectacularAPIView):
     }
 
     versioning_class = None  # helix's URLs are the same under any host versioning scheme
+    throttle_scope = policy.API_SCOPE
+
+    def get_throttles(self) -> list[Any]:
+        """Return helix's throttles as read now (APIView's class attribute froze the DRF settings of its import)."""
+        return policy.throttles()
 
     def _get_schema_response(self, request: Any) -> Any:
         prefix = request.path[: -len("schema/")].lstrip("/")

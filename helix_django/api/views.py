@@ -13,11 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import NotFound
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
 from helix_django.api import policy
@@ -139,20 +143,44 @@ class HelixAPIView(APIView):
         return get_owned_session(session_id, self.owner())
 
 
+class HelixListView(HelixAPIView):
+    """A list endpoint: paginated as :func:`helix_django.api.policy.pagination_class` says."""
+
+    @property
+    def pagination_class(self) -> type | None:
+        """The paginator class (drf-spectacular reads it to describe the paginated shape)."""
+        return policy.pagination_class()
+
+    def list_response(self, queryset: QuerySet[Any], serializer: type[Serializer]) -> Response:
+        """Return one page of ``queryset`` in the paginator's shape, else the newest ``LIST_LIMIT`` as a list.
+
+        A page that does not exist is 404 ``not_found`` (``cause: "page"``), not a missing session.
+        """
+        cls = self.pagination_class
+        if cls is not None:
+            paginator = cls()
+            try:
+                page = paginator.paginate_queryset(queryset, self.request, view=self)
+            except NotFound:
+                raise RouteNotFoundError(gettext_lazy("Page not found"), cause="page") from None
+            if page is not None:
+                return paginator.get_paginated_response(serializer(page, many=True).data)
+        return Response(serializer(queryset[: policy.LIST_LIMIT], many=True).data)
+
+
 @extend_schema(methods=["GET"], responses={200: SessionSerializer(many=True), **ERRORS})
 @extend_schema(
     methods=["POST"],
     request=SessionCreateSerializer,
     responses={200: SessionSerializer, 201: SessionSerializer, **ERRORS},
 )
-class SessionListView(HelixAPIView):
-    """``GET sessions/``: the caller's sessions (newest first, at most 100); ``POST``: create one."""
+class SessionListView(HelixListView):
+    """``GET sessions/``: the caller's sessions, newest first (paginated as the host's); ``POST``: create one."""
 
     operation_ids = {"GET": "listSessions", "POST": "createSession"}
 
     def get(self, request: Request) -> Response:
-        sessions = owned_sessions(self.owner()).order_by("-updated_at")[:100]
-        return Response(SessionSerializer(sessions, many=True).data)
+        return self.list_response(owned_sessions(self.owner()).order_by("-updated_at", "-pk"), SessionSerializer)
 
     def post(self, request: Request) -> Response:
         body = SessionCreateSerializer(data=request.data)
@@ -223,15 +251,14 @@ class SnapshotView(HelixAPIView):
 
 
 @extend_schema(methods=["GET"], responses={200: RunSerializer(many=True), **ERRORS})
-class RunListView(HelixAPIView):
-    """``GET sessions/<id>/runs/``: the session's runs, newest first (at most 100)."""
+class RunListView(HelixListView):
+    """``GET sessions/<id>/runs/``: the session's runs, newest first (paginated like the host's lists)."""
 
     operation_ids = {"GET": "listRuns"}
 
     def get(self, request: Request, session_id: str) -> Response:
         session = self.session(session_id)
-        runs = Run.objects.filter(session=session).order_by("-created_at")[:100]
-        return Response(RunSerializer(runs, many=True).data)
+        return self.list_response(Run.objects.filter(session=session).order_by("-created_at", "-pk"), RunSerializer)
 
 
 def _run_of(session: ChatSession, run_id: str) -> Run:

@@ -6,7 +6,8 @@ the LLM attempt id), the attempt's content, the tool calls and their results, th
 the :class:`~helix_django.protocol.MessageAccumulator` of the same chunks), then writes
 ``helix-step-committed``. A run that was superseded stops quietly: its writes are fenced
 (002, "Superseded runs"). A provider failure after some output commits the partial
-message marked partial, never as a finished answer (000, "Store partial output explicitly").
+message marked partial, never as a finished answer (000, "Store partial output explicitly");
+so does an answer growing past ``MAX_MESSAGE_BYTES`` (``run_response_too_large``, docs/limits.md).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from helix_django.errors import (
     RunSupersededError,
 )
 from helix_django.ids import new_id
+from helix_django.limits import ResponseBudget
 from helix_django.models import RunStatus
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agents import Agent
@@ -81,6 +83,8 @@ class RunLoop(EndingsMixin):
         """Set at the run's first content chunk (the time-to-first-token metric is taken then)."""
         self.task: asyncio.Task[Any] | None = None
         """The asyncio task running :meth:`run_forever` (set by the executor; it may wrap the call)."""
+        self.budget: ResponseBudget | None = None
+        """Bounds the response message by ``MAX_MESSAGE_BYTES`` once the run executes (not its opening)."""
 
     # --- chunks --------------------------------------------------------------------------
 
@@ -95,6 +99,8 @@ class RunLoop(EndingsMixin):
             chunk["_step"] = self.step
         if content and self.attempt_id:
             chunk["_attempt"] = self.attempt_id
+        if self.budget is not None and not self.is_ending:
+            self.budget.admit(chunk, self.acc.message)  # raises ResponseTooLargeError: the run fails, partial kept
         if content and not self.has_first_token:
             self.has_first_token = True
             metrics.record_first_token(self.run)
@@ -139,6 +145,7 @@ class RunLoop(EndingsMixin):
             return RunStatus.SUPERSEDED
 
     async def _body(self) -> str:
+        self.budget = ResponseBudget(self.acc.message)
         # One thread hop: the status write and the read of the conversation the model is sent.
         rows = await abegin_streaming(self.run_id, self.run.session_id, self.run.start_message_count)
         self.context = to_provider_messages(rows)

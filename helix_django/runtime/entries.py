@@ -17,11 +17,13 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from helix_django import store
+from helix_django.conf import helix_settings
 from helix_django.errors import (
     FrameworkInternalError,
     HelixError,
     HistoryIncompleteError,
     InvalidToolResultError,
+    MessageTooLargeError,
     RunNotActionableError,
     RunNotFoundError,
     RunSupersededError,
@@ -213,6 +215,7 @@ class EntriesMixin:
             raise RunNotActionableError(cause="run_not_suspended")
         known = {e.tool_call_id: e for e in await store.alist_tool_executions(run_id=run.id)}
         answers = [_answer(result) for result in (results if isinstance(results, list) else [None])]
+        await _check_room_for_answers(session, run, answers)
         for call_id, status, value, code in answers:  # all validated before any is stored
             execution = known.get(call_id)
             if execution is not None and execution.status == status:
@@ -281,6 +284,24 @@ class EntriesMixin:
         if run.is_live:
             return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence, True, run.status)
         raise RunNotActionableError(cause="run_not_suspended")
+
+
+async def _check_room_for_answers(session: ChatSession, run: Run, answers: list[tuple[str, str, Any, str]]) -> None:
+    """Refuse answers whose outputs would grow the response message past ``MAX_MESSAGE_BYTES``, before any is stored.
+
+    Raises MessageTooLargeError (413, ``cause: "tool_result"``, ``limitBytes``, ``sizeBytes``:
+    the message with every output added, an upper bound).
+    """
+    from helix_django.limits import ENDING_RESERVE_BYTES, json_size
+
+    row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
+    size = json_size(row) if row is not None else 0
+    size += sum(json_size(value) for _call_id, _status, value, _code in answers)
+    limit = helix_settings.MAX_MESSAGE_BYTES
+    if size > limit - ENDING_RESERVE_BYTES:
+        raise MessageTooLargeError(
+            gettext_lazy("Tool results too large"), cause="tool_result", limitBytes=limit, sizeBytes=size
+        )
 
 
 def _answer(result: Any) -> tuple[str, str, Any, str]:

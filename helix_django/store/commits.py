@@ -13,15 +13,18 @@ from typing import Any
 from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 
+from helix_django.conf import helix_settings
 from helix_django.errors import (
     AlreadyRunningError,
     HelixError,
     RunNotFoundError,
     RunStartConflictError,
     RunSupersededError,
+    SessionFullError,
     SessionNotFoundError,
 )
 from helix_django.ids import new_id
+from helix_django.limits import check_message_size
 from helix_django.models import (
     LIVE_STATUSES,
     ChatSession,
@@ -218,7 +221,9 @@ def start_run(request: RunStartRequest) -> RunStartResult:
     RunStartConflictError (``cause: expected_mismatch``) when the current run moved,
     AlreadyRunningError when a run is live and ``supersede_live`` is false. Every other
     live run of the session is superseded. The run id doubles as the stream claim's owner;
-    the run-start checkpoint's id is its claim epoch. With ``request.new_session`` a
+    the run-start checkpoint's id is its claim epoch. Raises MessageTooLargeError (413) for
+    an input message over ``MAX_MESSAGE_BYTES`` and SessionFullError (409) when the commit
+    would add rows past ``MAX_SESSION_MESSAGES`` (docs/limits.md); nothing is written. With ``request.new_session`` a
     missing session is created in the same transaction (nothing is left behind when the
     commit fails); when a concurrent first send created it first, the start is tried
     again in the existing session, if the same owner created it.
@@ -233,8 +238,17 @@ def start_run(request: RunStartRequest) -> RunStartResult:
         return _start_run(request, create=False)
 
 
+def _check_session_room(before: int, after: int) -> None:
+    """Raise SessionFullError when a commit adds rows (``before`` -> ``after``) past ``MAX_SESSION_MESSAGES``."""
+    limit = helix_settings.MAX_SESSION_MESSAGES
+    if after > before and after > limit:
+        raise SessionFullError(cause="session_messages", limitMessages=limit, messageCount=before)
+
+
 def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
     now = timezone.now()
+    for message in request.input_messages:
+        check_message_size(message)
     with transaction.atomic(using=reads.write_alias()):
         if create:  # inserted with its first run below: no read first, the primary key refuses a duplicate
             assert request.new_session is not None  # create is True only for a request naming a new session
@@ -273,6 +287,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         if inputs and inputs[-1].get("role") == "assistant":
             response_position = positions[-1]
             response_id = inputs[-1]["id"]
+        _check_session_room(first_new, response_position + 1 if response_position == count else count)
         run = Run(
             id=new_id("run"),
             session=session,

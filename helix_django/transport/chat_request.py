@@ -11,8 +11,9 @@ never its value.
 Bounded work (issue 20): the body is decoded by :func:`helix_django.jsonbody.load_json`
 (C-speed, NUL and lone surrogates refused), then cheap structural limits (messages,
 parts per message, ``MAX_REQUEST_PARTS`` in all) refuse an oversized body before any
-per-part work; the envelope's schema check (fastjsonschema) and the parts' check (a
-plain loop, about 1 us a part) run on the validation worker thread
+per-part work; the envelope's check and the parts' check (plain loops deciding exactly
+as :data:`BODY_SCHEMA`, about 1 us a message or part; a test holds them to jsonschema's
+verdict) run on the validation worker thread
 (:func:`aparse_chat_request`), and a refusal names the first failure met, so no second
 walk of the body explains it. Each single-valued header given twice is refused.
 """
@@ -23,7 +24,6 @@ import dataclasses
 import re
 from typing import Any
 
-import fastjsonschema
 from django.utils.translation import gettext_lazy
 
 from helix_django.conf import helix_settings
@@ -91,9 +91,7 @@ def _body_schema(message: dict[str, Any]) -> dict[str, Any]:
 UI_MESSAGE_SCHEMA: dict[str, Any] = _message_schema({"items": PART_SCHEMA})
 BODY_SCHEMA: dict[str, Any] = _body_schema(UI_MESSAGE_SCHEMA)
 """The chat body's JSON Schema (draft 7); :func:`validate_body` decides exactly as it does."""
-#: BODY_SCHEMA without the per-part rules, compiled: fastjsonschema raises (and formats a message)
-#: for every failed ``if``, about 20 us a part; :func:`_part_failure` checks the parts instead.
-_accept = fastjsonschema.compile(_body_schema(_message_schema({})))
+_ROLES = ("user", "assistant", "system")
 _tool_part_type = re.compile(TOOL_PART_TYPE)
 #: Field names a refusal may name (any other key of a body is ``*``, never echoed).
 KNOWN_FIELDS = frozenset(
@@ -160,6 +158,62 @@ def check_structure(body: Any) -> None:
                 raise _too_many("messages" if name != "message" else "message.parts", limit)
 
 
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) and 1 <= len(value) <= 128
+
+
+def _message_failure(message: Any) -> list[Any] | None:
+    """Return the path (within ``message``) of its first failure of the message schema without parts rules."""
+    if not isinstance(message, dict) or not {"id", "role", "parts"} <= message.keys() or len(message) > 16:
+        return []
+    if not _is_id(message["id"]):
+        return ["id"]
+    if not isinstance(message["role"], str) or message["role"] not in _ROLES:
+        return ["role"]
+    if not isinstance(message["parts"], list) or len(message["parts"]) > MAX_MESSAGE_PARTS:
+        return ["parts"]
+    if "metadata" in message and not (message["metadata"] is None or isinstance(message["metadata"], dict)):
+        return ["metadata"]
+    return None
+
+
+def _envelope_failure(body: Any) -> list[Any] | None:
+    """Return the path of the first failure of :data:`BODY_SCHEMA` without its per-part rules, or None.
+
+    In the schema's order: the body's type and size, then ``id``, ``messages`` (each
+    message), ``message``, ``trigger``, ``messageId``. O(messages).
+    """
+    if not isinstance(body, dict) or len(body) > 32:
+        return []
+    if "id" in body and not _is_id(body["id"]):
+        return ["id"]
+    if "messages" in body:
+        messages = body["messages"]
+        if not isinstance(messages, list) or len(messages) > MAX_MESSAGES:
+            return ["messages"]
+        for index, message in enumerate(messages):
+            failure = _message_failure(message)
+            if failure is not None:
+                return ["messages", index, *failure]
+    if "message" in body:
+        failure = _message_failure(body["message"])
+        if failure is not None:
+            return ["message", *failure]
+    if "trigger" in body and (not isinstance(body["trigger"], str) or body["trigger"] not in TRIGGERS):
+        return ["trigger"]
+    if "messageId" in body and not (body["messageId"] is None or _is_id(body["messageId"])):
+        return ["messageId"]
+    return None
+
+
+def _check_envelope(body: Any) -> None:
+    failure = _envelope_failure(body)
+    if failure is not None:
+        raise ValidationError(
+            gettext_lazy("Invalid chat request body"), cause="body", field=field_path(failure, KNOWN_FIELDS)
+        )
+
+
 def _part_failure(part: Any) -> str | None:
     """Return where ``part`` first fails :data:`PART_SCHEMA` (``""``: the part itself), or None if it passes."""
     if not isinstance(part, dict) or "type" not in part:
@@ -201,11 +255,7 @@ def validate_body(body: Any) -> tuple[list[dict[str, Any]], str, str | None, str
     if isinstance(body, dict) and "role" in body and "parts" in body and "messages" not in body:
         body = {"message": body}
     check_structure(body)
-    try:
-        _accept(body)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        field = field_path(exc.path[1:], KNOWN_FIELDS)
-        raise ValidationError(gettext_lazy("Invalid chat request body"), cause="body", field=field) from None
+    _check_envelope(body)
     _check_parts(body)
     messages = list(body.get("messages") or [])
     if body.get("message") is not None:

@@ -23,12 +23,16 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.
 
 #: Requests, 5xx, untyped error bodies and refused requests that wrote, over the module (printed at the end).
 FIGURES = {"operations": 0, "requests": 0, "5xx": 0, "untyped": 0, "refused_with_writes": 0}
+#: Requests by operation label (``POST /helix/api/sessions/{session_id}/chat``), printed with the figures.
+BY_OPERATION: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _print_figures():
     yield
     print(f"\nschemathesis over the served schema: {FIGURES}")
+    for label, count in sorted(BY_OPERATION.items()):
+        print(f"  {count:4d}  {label}")
 
 
 def writes():
@@ -51,11 +55,17 @@ def test_every_operation_answers_typed_and_refusals_write_nothing(shared_server,
     served = schemathesis.openapi.from_url(shared_server.url(f"{PREFIX}/schema/"))
     operations = [result.ok() for result in served.get_all_operations()]
     assert len(operations) >= 6, [op.label for op in operations]
+    labels = {op.label for op in operations}
+    # The chat and stream routes are in the served schema, so they are fuzzed too (issue 20).
+    assert {f"POST {PREFIX}/sessions/{{session_id}}/chat", f"GET {PREFIX}/sessions/{{session_id}}/stream"} <= labels, (
+        labels
+    )
 
     def check(case):
         before = writes()
         response = case.call(base_url=shared_server.base_url, headers=owner, timeout=20)
         FIGURES["requests"] += 1
+        BY_OPERATION[case.operation.label] = BY_OPERATION.get(case.operation.label, 0) + 1
         status = response.status_code
         FIGURES["5xx"] += status >= 500
         assert status < 500, (case.method, case.formatted_path, status, response.content[:200])

@@ -44,6 +44,14 @@ def test_a_throttle_without_a_rate_is_an_error_not_a_500_per_request():
     assert error.id == "helix_django.E030" and "No default throttle rate set for 'user' scope" in error.msg
 
 
+def test_a_pagination_class_helix_cannot_import_is_reported():
+    with override_settings(HELIX={"PAGINATION_CLASS": "tests.nowhere.Paginator"}):
+        [error] = check_drf_policy()
+    assert error.id == "helix_django.E030" and "PAGINATION_CLASS" in error.hint
+    with override_settings(HELIX={"PAGINATION_CLASS": "tests.paginators.PagesOfThree"}):
+        assert check_drf_policy() == []
+
+
 def test_a_scoped_rate_throttle_host_without_helix_scopes_passes():
     scoped = {
         "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.ScopedRateThrottle"],

@@ -28,6 +28,13 @@ def ids(messages):
         ({"MAX_REQUEST_BYTES": 2 * 1024**3}, ["helix_django.E020"]),
         ({"MAX_TOOL_RESULT_BYTES": 999_000}, ["helix_django.E021"]),
         ({"MAX_CHUNK_BYTES": 4_000_000}, ["helix_django.W020"]),
+        ({"MAX_MESSAGE_BYTES": 1000}, ["helix_django.E020"]),
+        ({"MAX_MESSAGE_BYTES": 2 * 1024**3}, ["helix_django.E020"]),
+        ({"MAX_SESSION_MESSAGES": 1}, ["helix_django.E020"]),
+        ({"MAX_SESSION_MESSAGES": "many"}, ["helix_django.E020"]),
+        ({"MAX_SESSION_MESSAGES": 2_000_000}, ["helix_django.E020"]),
+        ({"MAX_MESSAGE_BYTES": 256 * 1024, "MAX_TOOL_RESULT_BYTES": 300 * 1024}, ["helix_django.E021"]),
+        ({"MAX_MESSAGE_BYTES": 100_000, "MAX_TOOL_RESULT_BYTES": 50_000, "MAX_SESSION_MESSAGES": 2}, []),
         ({"MAX_CHUNK_BYTES": 100_000, "MAX_TOOL_RESULT_BYTES": 50_000, "MAX_REQUEST_PARTS": 10}, []),
     ],
 )

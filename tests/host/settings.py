@@ -3,7 +3,8 @@
 - ``AUTH_USER_MODEL`` with email as ``USERNAME_FIELD`` (no ``username``);
 - JWT (djangorestframework-simplejwt) and session authentication, ``IsAuthenticated``;
 - django-cors-headers for a cross-origin React app at ``http://app.example``;
-- ``ScopedRateThrottle`` and ``URLPathVersioning`` (``ALLOWED_VERSIONS``) in the DRF defaults;
+- ``ScopedRateThrottle``, ``URLPathVersioning`` (``ALLOWED_VERSIONS``) and
+  ``PageNumberPagination`` (``PAGE_SIZE`` 2) in the DRF defaults;
 - ``ManifestStaticFilesStorage``; host routes after ``include("helix_django.urls")``;
 - a strict ``ALLOWED_HOSTS``.
 
@@ -49,6 +50,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"host_reports": "100/min"},
     "DEFAULT_VERSIONING_CLASS": "rest_framework.versioning.URLPathVersioning",
     "ALLOWED_VERSIONS": ["v1", "v2"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 2,
 }
 STATIC_ROOT = os.path.join(tempfile.gettempdir(), "helix-tests", f"static-{os.getpid()}")
 STORAGES = {
