@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import statistics
 import time
 import uuid
@@ -43,7 +44,7 @@ def missing() -> str:
     for module in ("helix_django.transport.routing", "helix_django.transport.chat", "tests.live"):
         if importlib.util.find_spec(module) is None:
             return f"{module} has not landed"
-    for module in ("httpx", "httpx_sse", "daphne"):
+    for module in ("httpx", "httpx_sse", bench_server()):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (pip install -e '.[test]')"
     return ""
@@ -59,14 +60,24 @@ def token_headers() -> dict[str, str]:
     return {"Authorization": f"Token {token.key}"}
 
 
+def bench_server() -> str:
+    """Return the ASGI server of the e2e, sse and crossprocess sections: ``HELIX_BENCH_SERVER``, default daphne.
+
+    ``daphne`` or ``uvicorn`` (uvloop, httptools: ``tests/live.py``); its name goes into the rows.
+    """
+    return os.environ.get("HELIX_BENCH_SERVER", "").strip() or "daphne"
+
+
 def start_server(helix: dict):
-    """Start daphne on ``bench.asgi`` with ``helix`` merged over HELIX; return the LiveServer."""
+    """Start the bench server on ``bench.asgi`` with ``helix`` merged over HELIX; return the LiveServer."""
     from django.conf import settings
 
     from tests.live import LiveServer
 
     env = {"HELIX_BENCH_DIR": settings.BENCH_DIR, "HELIX_BENCH_OVERRIDES": json.dumps(helix)}
-    server = LiveServer(asgi_app="bench.asgi:application", settings_module="bench.settings", env=env)
+    server = LiveServer(
+        asgi_app="bench.asgi:application", settings_module="bench.settings", env=env, server=bench_server()
+    )
     return server.start()
 
 
@@ -187,7 +198,7 @@ async def run(sizes: Sizes) -> list[Row]:
             value=added,
             target=f"< {TARGET_ADDED_MS:.0f} ms",
             holds=added.median < TARGET_ADDED_MS,
-            note="new session per send: chat TTFB minus the HTTP floor of the same server and client",
+            note=f"{bench_server()}, new session per send: chat TTFB minus the HTTP floor of that server and client",
         ),
         Row(
             NAME,
@@ -208,6 +219,6 @@ async def run(sizes: Sizes) -> list[Row]:
             NAME,
             f"{name}: overhead per delta over the provider alone",
             value=Stat.of(overheads, "us"),
-            note="daphne, auth, run-start commit, executor, stream manager, SSE framing, httpx parsing",
+            note=f"{bench_server()}, auth, run-start commit, executor, stream manager, SSE framing, httpx parsing",
         ),
     ]
