@@ -33,7 +33,8 @@ from tests.transport.conftest import (
     user_message,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+# ``servers``: scripts/test.sh runs this module in its first pass only (the wire, not the database).
+pytestmark = [pytest.mark.slow, pytest.mark.servers, pytest.mark.django_db(transaction=True)]
 
 SLOW_TEXT = "one two three"
 HEARTBEAT_SECONDS = 0.2
