@@ -21,8 +21,8 @@ import uuid
 
 from bench.config import Sizes
 from bench.harness import Row, Stat, not_available, paired_ratio
-from bench.sections.e2e import bench_server, token_headers
 from bench.sections.e2e import missing as e2e_missing
+from bench.sections.e2e import server_name, token_headers
 
 NAME = "crossprocess"
 MAX_RATIO = 10.0
@@ -60,7 +60,7 @@ def start_servers(helix: dict, prefix: str):
     }
     return [
         LiveServer(
-            asgi_app="bench.asgi:application", settings_module="bench.settings", env=env, server=bench_server()
+            asgi_app="bench.asgi:application", settings_module="bench.settings", env=env, server=server_name()
         ).start()
         for _ in range(2)
     ]

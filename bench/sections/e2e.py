@@ -44,7 +44,7 @@ def missing() -> str:
     for module in ("helix_django.transport.routing", "helix_django.transport.chat", "tests.live"):
         if importlib.util.find_spec(module) is None:
             return f"{module} has not landed"
-    for module in ("httpx", "httpx_sse", bench_server()):
+    for module in ("httpx", "httpx_sse", server_name()):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (pip install -e '.[test]')"
     return ""
@@ -60,23 +60,20 @@ def token_headers() -> dict[str, str]:
     return {"Authorization": f"Token {token.key}"}
 
 
-def bench_server() -> str:
-    """Return the ASGI server of the e2e, sse and crossprocess sections: ``HELIX_BENCH_SERVER``, default daphne.
-
-    ``daphne`` or ``uvicorn`` (uvloop, httptools: ``tests/live.py``); its name goes into the rows.
-    """
-    return os.environ.get("HELIX_BENCH_SERVER", "").strip() or "daphne"
+def server_name() -> str:
+    """The ASGI server the HTTP sections start: ``HELIX_BENCH_SERVER`` (default daphne)."""
+    return os.environ.get("HELIX_BENCH_SERVER") or "daphne"
 
 
 def start_server(helix: dict):
-    """Start the bench server on ``bench.asgi`` with ``helix`` merged over HELIX; return the LiveServer."""
+    """Start daphne on ``bench.asgi`` with ``helix`` merged over HELIX; return the LiveServer."""
     from django.conf import settings
 
     from tests.live import LiveServer
 
     env = {"HELIX_BENCH_DIR": settings.BENCH_DIR, "HELIX_BENCH_OVERRIDES": json.dumps(helix)}
     server = LiveServer(
-        asgi_app="bench.asgi:application", settings_module="bench.settings", env=env, server=bench_server()
+        asgi_app="bench.asgi:application", settings_module="bench.settings", env=env, server=server_name()
     )
     return server.start()
 
@@ -198,7 +195,7 @@ async def run(sizes: Sizes) -> list[Row]:
             value=added,
             target=f"< {TARGET_ADDED_MS:.0f} ms",
             holds=added.median < TARGET_ADDED_MS,
-            note=f"{bench_server()}, new session per send: chat TTFB minus the HTTP floor of that server and client",
+            note="new session per send: chat TTFB minus the HTTP floor of the same server and client",
         ),
         Row(
             NAME,
@@ -219,6 +216,6 @@ async def run(sizes: Sizes) -> list[Row]:
             NAME,
             f"{name}: overhead per delta over the provider alone",
             value=Stat.of(overheads, "us"),
-            note=f"{bench_server()}, auth, run-start commit, executor, stream manager, SSE framing, httpx parsing",
+            note=f"{server_name()}, auth, run-start commit, executor, stream manager, SSE framing, httpx parsing",
         ),
     ]

@@ -24,7 +24,7 @@ import uuid
 
 from bench.config import Sizes
 from bench.harness import Row, delay_rows, not_available
-from bench.sections.e2e import bench_server, missing, start_server, token_headers
+from bench.sections.e2e import missing, server_name, start_server, token_headers
 
 NAME = "sse"
 TARGET_P99_MS = 100.0
@@ -180,7 +180,7 @@ async def run(sizes: Sizes) -> list[Row]:
             except (httpx.HTTPError, AssertionError) as exc:
                 return [not_available(NAME, "live generations over SSE", f"the chat route did not stream ({exc!r})")]
             for runs in runs_list:
-                name = f"database/sqlite via {bench_server()} SSE: {runs} runs x {pace:.0f} tok/s"
+                name = f"database/sqlite via {server_name()} SSE: {runs} runs x {pace:.0f} tok/s"
                 try:
                     length = int((sizes.live_seconds + runs * START_ALLOWANCE_SECONDS_PER_RUN) * pace)
                     rows += await _config(client, server, runs, length, pace, headers, repeats, name)
