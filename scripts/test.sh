@@ -43,8 +43,9 @@ fi
 
 if [ -n "${HELIX_PG_URL:-}" ]; then
   echo "== pytest (PostgreSQL, Redis)"
-  # schemathesis (marker fuzz) runs in the first pass only: it tests the wire, not the database.
-  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "${PYTEST[@]}" -m "not fuzz" "$@"
+  # schemathesis (marker fuzz) and the every-route-on-every-server test (marker servers) run in
+  # the first pass only: they test the wire, not the database.
+  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "${PYTEST[@]}" -m "not fuzz and not servers" "$@"
 else
   loud "PostgreSQL pass SKIPPED: scripts/services.sh found no PostgreSQL server binaries to set one up." \
     "Install postgresql, or set HELIX_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB (a role with CREATEDB)."
@@ -61,7 +62,7 @@ if [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ]; then
     # Lean: in-process tests of the four areas, plus transport's daphne tests (real HTTP);
     # the other server-process, Node and browser tests run once, in the Django 5.2 pass.
     "${DJ6[@]}" -m "not browser and not slow" tests/core tests/api tests/runtime tests/transport
-    "${DJ6[@]}" -m "slow and not browser and not node" tests/transport
+    "${DJ6[@]}" -m "slow and not browser and not node and not servers" tests/transport
     "${DJ6[@]}" --ds=tests.host.settings tests/host
   fi
 fi

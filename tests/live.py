@@ -1,4 +1,4 @@
-"""A real daphne server in a subprocess, for tests that speak HTTP/WebSocket over loopback.
+"""A real ASGI server (daphne or uvicorn) in a subprocess, for tests that speak HTTP/WebSocket over loopback.
 
 Usage (the live test database must be committed, so use ``transaction=True``). Register the
 fixtures in your tests package's ``conftest.py``::
@@ -18,7 +18,13 @@ then, in a test module::
         server.start()         # same port, same database
         server.stop()          # SIGTERM, wait for a graceful exit (SIGKILL after the timeout)
 
-:class:`LiveServer` runs ``daphne -b 127.0.0.1 -p PORT <asgi app>`` with:
+:class:`LiveServer` runs ``daphne -b 127.0.0.1 -p PORT <asgi app>`` (``server="daphne"``) or
+``uvicorn --host 127.0.0.1 --port PORT --loop uvloop --http httptools --ws websockets-sansio
+--lifespan auto --timeout-graceful-shutdown 1 --no-access-log <asgi app>`` (``server="uvicorn"``;
+the lifespan is "auto" because ``RecoveryOnStartup`` apps handle it and plain Channels routers
+do not; the access log is off because daphne's is off by default). ``server=None`` takes
+``HELIX_TEST_SERVER`` (default ``daphne``), so a whole run can be switched:
+``HELIX_TEST_SERVER=uvicorn pytest tests/transport``. Both get:
 
 - ``DJANGO_SETTINGS_MODULE`` = ``settings_module`` (default ``tests.settings``);
 - ``HELIX_SQLITE_PATH`` = the live test database file (``connection.settings_dict["NAME"]``),
@@ -36,6 +42,7 @@ only signal the process this object started. ``restart()`` stops and starts on t
 Fixtures: ``daphne_server_factory`` (a callable taking the constructor's keyword arguments;
 started, stopped at teardown) and ``daphne_server`` (one default server per test). Both
 require the ``transactional_db`` fixture, so data the test writes is visible to the server.
+Their names are historical: they start the ``HELIX_TEST_SERVER`` server (daphne unless set).
 """
 
 from __future__ import annotations
@@ -58,6 +65,10 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ASGI_APP = "tests.asgi:application"
+SERVERS = ("daphne", "uvicorn")
+"""The ASGI servers helix_django is tested on (docs/deploy.md)."""
+UVICORN_GRACEFUL_SHUTDOWN_SECONDS = 1
+"""How long uvicorn lets open responses finish after SIGTERM before it cancels them (daphne cancels at once)."""
 
 
 class LiveServerError(RuntimeError):
@@ -69,6 +80,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def default_server() -> str:
+    """Return the server of this test run: ``HELIX_TEST_SERVER`` (``daphne`` or ``uvicorn``), default daphne.
+
+    Raises ValueError for another name (a typo would otherwise test daphne silently).
+    """
+    name = os.environ.get("HELIX_TEST_SERVER", "").strip() or "daphne"
+    if name not in SERVERS:
+        raise ValueError(f"HELIX_TEST_SERVER={name!r}: expected one of {', '.join(SERVERS)}")
+    return name
 
 
 def database_env() -> dict[str, str]:
@@ -86,7 +108,7 @@ def database_env() -> dict[str, str]:
 
 
 class LiveServer:
-    """One daphne subprocess on a fixed loopback port (see the module docstring)."""
+    """One daphne or uvicorn subprocess on a fixed loopback port (see the module docstring)."""
 
     def __init__(
         self,
@@ -99,7 +121,11 @@ class LiveServer:
         port: int | None = None,
         start_timeout: float = 30.0,
         extra_args: list[str] | None = None,
+        server: str | None = None,
     ) -> None:
+        self.server = server or default_server()
+        if self.server not in SERVERS:
+            raise ValueError(f"server={self.server!r}: expected one of {', '.join(SERVERS)}")
         self.asgi_app = asgi_app
         self.settings_module = settings_module
         self.env = dict(env or {})
@@ -111,7 +137,7 @@ class LiveServer:
         self.process: subprocess.Popen[bytes] | None = None
         log_dir = Path(tempfile.gettempdir()) / "helix-tests" / "live"
         log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"daphne-{os.getpid()}-{self.port}.log"
+        self.log_path = log_dir / f"{self.server}-{os.getpid()}-{self.port}.log"
         self._log_file: Any = None
 
     # --- addresses ---------------------------------------------------------------------
@@ -133,7 +159,16 @@ class LiveServer:
     # --- lifecycle ---------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        """Return the daphne command line."""
+        """Return the server's command line (``extra_args`` go before the app)."""
+        if self.server == "uvicorn":
+            return [
+                str(Path(sys.executable).with_name("uvicorn")),
+                *("--host", self.host, "--port", str(self.port)),
+                *("--loop", "uvloop", "--http", "httptools", "--ws", "websockets-sansio", "--lifespan", "auto"),
+                *("--timeout-graceful-shutdown", str(UVICORN_GRACEFUL_SHUTDOWN_SECONDS), "--no-access-log"),
+                *self.extra_args,
+                self.asgi_app,
+            ]
         daphne = str(Path(sys.executable).with_name("daphne"))
         return [daphne, "-b", self.host, "-p", str(self.port), *self.extra_args, self.asgi_app]
 
@@ -163,9 +198,10 @@ class LiveServer:
             self._spawn()
             if self._wait_ready(deadline):
                 return self
-            if time.monotonic() >= deadline or "Address already in use" not in self.log_text():
+            # daphne (Twisted) says "Address already in use", uvicorn "address already in use".
+            if time.monotonic() >= deadline or "address already in use" not in self.log_text().lower():
                 self.kill()
-                raise LiveServerError(f"daphne did not start on port {self.port}:\n{self.log_text()[-4000:]}")
+                raise LiveServerError(f"{self.server} did not start on port {self.port}:\n{self.log_text()[-4000:]}")
             time.sleep(0.2)  # the port is still held by a previous socket; retry
 
     def _spawn(self) -> None:
@@ -203,7 +239,12 @@ class LiveServer:
                 self.process.kill()
                 self.process.wait(5)
         self._close_log()
+        if self.server == "uvicorn" and self.process.returncode == -signal.SIGTERM and self._finished_shutdown():
+            return 0  # uvicorn re-raises SIGTERM on itself once its graceful shutdown is done
         return self.process.returncode
+
+    def _finished_shutdown(self) -> bool:
+        return "Finished server process" in self.log_text()
 
     def kill(self) -> int | None:
         """Kill the server with SIGKILL at once (a crash: no shutdown code runs)."""
@@ -262,5 +303,5 @@ def daphne_server_factory(transactional_db):
 
 @pytest.fixture
 def daphne_server(daphne_server_factory) -> LiveServer:
-    """A daphne server running ``tests.asgi:application`` on the live test database."""
+    """A server (``HELIX_TEST_SERVER``, default daphne) running ``tests.asgi:application`` on the live test database."""
     return daphne_server_factory()

@@ -22,7 +22,7 @@ import uuid
 from bench.config import Sizes
 from bench.harness import Row, Stat, not_available, paired_ratio
 from bench.sections.e2e import missing as e2e_missing
-from bench.sections.e2e import token_headers
+from bench.sections.e2e import server_name, token_headers
 
 NAME = "crossprocess"
 MAX_RATIO = 10.0
@@ -59,7 +59,9 @@ def start_servers(helix: dict, prefix: str):
         "HELIX_BENCH_CHANNEL_LAYER_PREFIX": prefix,
     }
     return [
-        LiveServer(asgi_app="bench.asgi:application", settings_module="bench.settings", env=env).start()
+        LiveServer(
+            asgi_app="bench.asgi:application", settings_module="bench.settings", env=env, server=server_name()
+        ).start()
         for _ in range(2)
     ]
 

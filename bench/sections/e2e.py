@@ -46,7 +46,7 @@ def missing() -> str:
     for module in ("helix_django.transport.routing", "helix_django.transport.chat", "tests.live"):
         if importlib.util.find_spec(module) is None:
             return f"{module} has not landed"
-    for module in ("httpx", "httpx_sse", "daphne"):
+    for module in ("httpx", "httpx_sse", server_name()):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not installed (pip install -e '.[test]')"
     return ""
@@ -74,7 +74,9 @@ def start_server(helix: dict):
     from tests.live import LiveServer
 
     env = {"HELIX_BENCH_DIR": settings.BENCH_DIR, "HELIX_BENCH_OVERRIDES": json.dumps(helix)}
-    server = LiveServer(asgi_app="bench.asgi:application", settings_module="bench.settings", env=env)
+    server = LiveServer(
+        asgi_app="bench.asgi:application", settings_module="bench.settings", env=env, server=server_name()
+    )
     return server.start()
 
 
@@ -228,6 +230,6 @@ async def run(sizes: Sizes) -> list[Row]:
             NAME,
             f"{name}: overhead per delta over the provider alone",
             value=Stat.of(overheads, "us"),
-            note="daphne, auth, run-start commit, executor, stream manager, SSE framing, httpx parsing",
+            note=f"{server_name()}, auth, run-start commit, executor, stream manager, SSE framing, httpx parsing",
         ),
     ]

@@ -102,7 +102,8 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     """Return a ``ProtocolTypeRouter``: helix HTTP routes + Django over HTTP, the helix WebSocket.
 
     ``django_app`` defaults to ``django.core.asgi.get_asgi_application()``. Under daphne,
-    Twisted's own form parsing is turned off (:mod:`helix_django.transport.daphne_forms`).
+    Twisted's own form parsing is turned off (:mod:`helix_django.transport.daphne_forms`);
+    under another server (uvicorn) nothing of daphne is imported.
     """
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter

@@ -44,6 +44,20 @@ def assert_typed_refusal(
     assert "Traceback" not in json.dumps(body)
 
 
+PROTOCOL_REFUSALS = {"daphne": b"", "uvicorn": b"Invalid HTTP request received."}
+"""The body of the 400 each server sends itself for a request its HTTP parser refuses (no app runs, nothing to type)."""
+
+
+def protocol_refusal(server) -> tuple[int, bytes]:
+    """Return ``(400, body)`` of ``server``'s own refusal of an unparseable request (a NUL in a header, ...)."""
+    return 400, PROTOCOL_REFUSALS[server.server]
+
+
+def httptools_refuses(value: bytes) -> bool:
+    """Whether uvicorn's parser (httptools) refuses a header holding ``value``: a control byte other than tab."""
+    return any((byte < 0x20 and byte != 0x09) or byte == 0x7F for byte in value)
+
+
 def raw_request(port: int, data: bytes, *, timeout: float = 5.0) -> tuple[int, dict[str, str], bytes]:
     """Send raw bytes to ``127.0.0.1:port``; return ``(status, headers, body)`` of the first response.
 

@@ -119,6 +119,10 @@ def test_bad_resume_headers_are_400(shared_server, client, headers, cause):
     read_sse(client, "POST", chat_url(shared_server, sid), json=send_body(sid, [user_message("hi")]))
     response = client.get(chat_url(shared_server, sid), headers=headers)
     assert response.status_code == 400
+    if shared_server.server == "uvicorn" and "\x7f" in "".join(headers.values()):
+        # httptools refuses a DEL in a header value (not a field-vchar, RFC 9110 5.5) before any app runs.
+        assert response.text == "Invalid HTTP request received."
+        return
     assert response.json()["code"] == "validation_error" and response.json()["cause"] == cause
 
 
