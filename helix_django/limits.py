@@ -59,9 +59,14 @@ WEBSOCKET_MESSAGE_BYTES = 1024 * 1024
 """The message size common WebSocket clients (and daphne's default) accept."""
 
 
+#: Compact JSON, UTF-8 kept: one shared encoder (``json.dumps`` with options builds one per call;
+#: a run calls this per delta).
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def json_size(value: Any) -> int:
     """Return the bytes of ``value`` as compact UTF-8 JSON (as the SSE frames and the stores write it)."""
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    return len(_encode(value).encode("utf-8", "surrogatepass"))
 
 
 def max_delta_chars() -> int:

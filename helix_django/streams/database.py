@@ -57,6 +57,16 @@ def _info(row: Stream) -> StreamInfo:
     )
 
 
+class _Pending:
+    """The appends one event loop queued for its next group commit, and whether a commit is under way."""
+
+    __slots__ = ("draining", "queue")
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[str, str, list[Chunk], asyncio.Future[list[int]]]] = []
+        self.draining = False
+
+
 class DatabaseStreamManager(BaseStreamManager):
     """Stores streams through the Django ORM's connection (``OPTIONS["DATABASE"]``, default the router's)."""
 
@@ -95,8 +105,8 @@ class DatabaseStreamManager(BaseStreamManager):
             max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
         )
         """Recent chunks this process appended, served to live readers without a query (:mod:`.tail`)."""
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[Any]] = weakref.WeakKeyDictionary()
-        self._draining: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, bool] = weakref.WeakKeyDictionary()
+        self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
+        self._last_pending: tuple[asyncio.AbstractEventLoop, _Pending] | None = None
         from helix_django.streams.broadcast import attach_broadcast
 
         attach_broadcast(self)
@@ -322,42 +332,74 @@ class DatabaseStreamManager(BaseStreamManager):
         if not chunks:
             future.set_result([])
             return future
-        queue = self._queues.setdefault(loop, [])
-        queue.append((stream_id, run_id, list(chunks), future))
-        if not self._draining.get(loop):
-            self._draining[loop] = True
-            loop.create_task(self._drain(loop))
+        pending = self._pending_of(loop)
+        pending.queue.append((stream_id, run_id, list(chunks), future))
+        if not pending.draining:
+            pending.draining = True
+            loop.call_soon(self._drain_now, loop, pending)
         return future
 
-    async def _drain(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _pending_of(self, loop: asyncio.AbstractEventLoop) -> _Pending:
+        """The append queue of ``loop`` (the last loop's is kept at hand: one loop serves nearly every call)."""
+        last = self._last_pending
+        if last is not None and last[0] is loop:
+            return last[1]
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = _Pending()
+        self._last_pending = (loop, pending)
+        return pending
+
+    def _drain_now(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
+        """Commit the queued appends on the loop (inline), or start the task committing them on the ORM's thread."""
+        batch, pending.queue = pending.queue, []
         try:
-            while batch := self._queues.pop(loop, None):
+            results = self.group.run_inline([(stream_id, run_id, chunks) for stream_id, run_id, chunks, _f in batch])
+        except Exception:  # noqa: BLE001 - the ORM thread's path commits it, or reports the error typed
+            logger.exception("inline stream append failed")
+            results = None
+        if results is None:
+            pending.queue[:0] = batch
+            loop.create_task(self._drain(loop, pending))
+            return
+        self._settle(batch, results)
+        pending.draining = False
+        if self.group.inline is not None and self.group.inline.checkpoint_due:
+            loop.create_task(self._checkpoint())
+
+    async def _drain(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
+        """Commit queued appends until none is left: inline where possible, else on the ORM's thread."""
+        try:
+            while pending.queue:
+                batch, pending.queue = pending.queue, []
                 requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
                 try:
                     results = self.group.run_inline(requests)
                     if results is None:
                         results = await self._call("append", self._append_many_sync, requests, retry=True)
-                    elif self.group.inline is not None and self.group.inline.checkpoint_due:
-                        loop.create_task(self._checkpoint())
                 except Exception as exc:  # StreamConnectionError: nothing of this batch was stored
                     for *_request, future in batch:
                         if not future.done():
                             future.set_exception(exc)
                     continue
-                for (stream_id, _run_id, _chunks, future), result in zip(batch, results, strict=True):
-                    if isinstance(result, Exception):
-                        self.tail.forget(stream_id)
-                        if not future.done():
-                            future.set_exception(result)
-                        continue
-                    sequences, info, payloads = result
-                    self.tail.extend(stream_id, info, sequences[0], payloads)
-                    if not future.done():
-                        future.set_result(sequences)
-                for stream_id in {request[0] for request in requests}:
-                    self.notifier.notify(stream_id)
+                self._settle(batch, results)
         finally:
-            self._draining.pop(loop, None)
+            pending.draining = False
+
+    def _settle(self, batch: list[Any], results: list[Any]) -> None:
+        """Resolve each append's future with its sequences (or its fence error), record the tail, wake readers."""
+        for (stream_id, _run_id, _chunks, future), result in zip(batch, results, strict=True):
+            if isinstance(result, Exception):
+                self.tail.forget(stream_id)
+                if not future.done():
+                    future.set_exception(result)
+                continue
+            sequences, info, payloads = result
+            self.tail.extend(stream_id, info, sequences[0], payloads)
+            if not future.done():
+                future.set_result(sequences)
+        for stream_id in {request[0] for request in batch}:
+            self.notifier.notify(stream_id)
 
     async def _checkpoint(self) -> None:
         """Checkpoint the WAL on the ORM's thread (the inline connection never does); a failure is logged."""
