@@ -23,7 +23,7 @@ SECTION_HELP = {
     "resume": "2. resume cost vs history (first chunk, last 100 chunks)",
     "snapshot": "5. snapshot read at 10/100/1000 messages",
     "runtime": "executor + scripted provider (pace 0) into the database manager vs provider alone",
-    "e2e": "3. end to end through daphne's SSE chat route",
+    "e2e": "3. end to end through the server's SSE chat route (HELIX_BENCH_SERVER: daphne or uvicorn)",
     "live": "4. many live generations on one process: stream-manager layer (delay p50/p99, CPU, memory)",
     "sse": "4. many live generations on one process: through the server's SSE chat route (issue 23 ratios)",
     "opens": "resume opens through the server: CPU per open, idle memory per open response (issue 23)",
