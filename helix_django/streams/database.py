@@ -79,10 +79,6 @@ class DatabaseStreamManager(BaseStreamManager):
         self.using = options.get("DATABASE") or router.db_for_write(StreamChunk)
         self._chunk_table = StreamChunk._meta.db_table
         self._stream_table = Stream._meta.db_table
-        self._insert_sql = (
-            f"INSERT INTO {self._chunk_table} "  # noqa: S608 - table name from model meta
-            "(stream_id, sequence, run_id, attempt_id, step, type, payload) VALUES (%s, %s, %s, %s, %s, %s, %s)"
-        )
         self._claim_sql = (
             f"INSERT INTO {self._stream_table} AS held "  # noqa: S608 - table name from model meta
             "(stream_id, status, run_id, head_sequence, claim_epoch, end_status, error, created_at, updated_at) "
@@ -141,7 +137,7 @@ class DatabaseStreamManager(BaseStreamManager):
         rows: list[tuple] = []
         sequences, payloads = self._rows(stream_id, run_id, head, chunks, rows)
         with connections[self.using].cursor() as cursor:
-            cursor.executemany(self._insert_sql, rows)
+            cursor.executemany(self.group.insert_sql, rows)
         return sequences, payloads
 
     def _append_sync(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
