@@ -35,7 +35,6 @@ from helix_django.conf import helix_settings
 from helix_django.errors import (
     AlreadyRunningError,
     FrameworkInternalError,
-    HelixError,
     RunNotActionableError,
     RunNotFoundError,
     RunStartConflictError,
@@ -53,7 +52,7 @@ from helix_django.runtime.agents import get_agent
 from helix_django.runtime.entries import acurrent_run, typed
 from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Entry, Launch, RunHandle
-from helix_django.runtime.opening import claim_in_start, opening_chunks
+from helix_django.runtime.opening import abort_start, claim_in_start, opening_chunks
 from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
 from helix_django.signals import run_started
@@ -249,6 +248,7 @@ class LocalExecutor(RestartsMixin):
         session._state.adding = False
         run = result.run
         entry = self._entries[run.id] = Entry()
+        claim = manager.claimed(session.stream_id, result.joined[0]) if joined else None
         try:
             writer = StreamWriter.from_settings(manager, session.stream_id, run.id)
             acc = MessageAccumulator(run.response_message_id, parts=launch.parts, metadata=launch.metadata)
@@ -262,15 +262,15 @@ class LocalExecutor(RestartsMixin):
                 approved=launch.approved,
                 add_continue_instruction=launch.add_continue_instruction,
             )
-            if joined:
-                claimed, sequences = manager.claimed(session.stream_id, result.joined[0])
+            if claim is not None:
                 for chunk in result.joined[1]:
                     loop.prepare(chunk)
             else:  # the claim and the opening chunks: one write before the caller's first byte
                 chunks = [loop.prepare(chunk) for chunk in opening_chunks(result, launch)]
-                claimed, sequences = await manager.claim_and_append(
+                claim = await manager.claim_and_append(
                     session.stream_id, run.id, epoch=result.checkpoint.id, chunks=chunks
                 )
+            claimed, sequences = claim
             writer.last_sequence = sequences[-1]
             if claimed.head_sequence > run.start_sequence:
                 # A superseded run wrote between our head read and the claim: our chunks start later.
@@ -280,7 +280,7 @@ class LocalExecutor(RestartsMixin):
             self._entries.pop(run.id, None)
             entry.claimed.set_result(False)
             entry.done.set_result(RunStatus.FAILED)
-            await self._abort_start(run, exc)
+            await abort_start(run, exc, stream_id=session.stream_id if claim is not None else None)
             if isinstance(exc, Exception) and not isinstance(exc, RunSupersededError):
                 # The run-start commit landed: never a retryable answer, a re-send would
                 # append the message twice (002, "Wire errors").
@@ -308,19 +308,6 @@ class LocalExecutor(RestartsMixin):
         task = asyncio.get_running_loop().create_task(send(), name=f"helix-run-started-{run.id}")
         self._announcements.add(task)
         task.add_done_callback(self._announcements.discard)
-
-    async def _abort_start(self, run: Run, exc: BaseException) -> None:
-        """End a run whose stream could not be opened (it never started inference)."""
-        if isinstance(exc, RunSupersededError):
-            return
-        error = exc if isinstance(exc, HelixError) else None
-        logger.warning("run %s could not open its stream: %s", run.id, type(exc).__name__)
-        try:
-            await store.acommit_terminal(
-                run.id, RunStatus.FAILED, response_message=None, stream_sequence=run.start_sequence, error=error
-            )
-        except HelixError:
-            logger.info("run %s was superseded before it started", run.id)
 
     def _new_lease_owner(self) -> str:
         """Return the lease owner recorded by a run-start commit (this process)."""

@@ -51,6 +51,10 @@ def load_stream_manager(alias: str, config: dict[str, dict]) -> BaseStreamManage
 
 
 def reset_stream_managers() -> None:
-    """Forget cached managers (settings changed; tests)."""
+    """Forget cached managers (settings changed; tests), closing the connections they opened themselves."""
     with _lock:
+        for manager in _managers.values():
+            close = getattr(manager, "close_local_connections", None)
+            if close is not None:
+                close()
         _managers.clear()

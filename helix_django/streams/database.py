@@ -431,6 +431,15 @@ class DatabaseStreamManager(BaseStreamManager):
         self.tail.forget(stream_id)
         self.notifier.notify(stream_id)
 
+    async def aclose(self) -> None:
+        """Close the inline SQLite connections (:mod:`.group_commit`)."""
+        self.close_local_connections()
+
+    def close_local_connections(self) -> None:
+        """Close the connections this manager opened itself (the inline SQLite ones); callable from any thread."""
+        if self.group.inline is not None:
+            self.group.inline.close()
+
     async def get_info(self, stream_id: str) -> StreamInfo | None:
         return await self._call("info", self._info_sync, stream_id)
 

@@ -10,13 +10,15 @@ error fails the whole batch.
 Where the statements run (docs/performance.md, "Per-delta cost"):
 
 - **on the event loop, SQLite** (:class:`InlineSqlite`): a private connection to the
-  same file that never waits: it is opened with a zero busy timeout and never
+  same file that never waits: it has a zero busy timeout (whatever the alias's
+  ``init_command`` sets) and never
   checkpoints (``wal_autocheckpoint=0``; checkpoints run on the ORM's thread, see
   :attr:`InlineSqlite.checkpoint_due`). Only for a WAL database whose commits do not
   sync (``synchronous`` NORMAL or OFF, the embedded default), so a commit is a write to
   the page cache. When the database is locked, or anything else fails, the batch goes
-  the next way (nothing of it was stored). This saves the thread hop per flush, which
-  cost twice the transaction itself;
+  the next way (nothing of it was stored), and so does every append made while a
+  synchronous caller waits on the loop (``async_to_sync``: it may hold a transaction the
+  append joins). This saves the thread hop per flush, which cost twice the transaction;
 - **on the ORM's thread, SQLite and PostgreSQL**: the DB-API connection behind Django's
   connection, in one explicit transaction, skipping Django's cursor wrapper and
   ``atomic`` (three times the cost of the statements). Used when no ``execute_wrapper``
@@ -33,6 +35,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from asgiref.sync import AsyncToSync
 from django.db import connections, transaction
 
 from helix_django.errors import StreamFenceError
@@ -198,6 +201,8 @@ class InlineSqlite:
     def __init__(self, using: str) -> None:
         self.using = using
         self._local = threading.local()
+        self._opened: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         self.commits = 0
         """Inline commits so far (the manager checkpoints every CHECKPOINT_EVERY)."""
 
@@ -215,13 +220,25 @@ class InlineSqlite:
         if held is not None and held[0] == name:
             return held[1]
         if held is not None and held[1] is not None:
-            held[1].close()
-        conn = _open(name, settings.get("OPTIONS", {}))
+            self._close(held[1])
+        try:
+            conn = _open(name, settings.get("OPTIONS", {}))
+        except sqlite3.Error:
+            return None  # not settled (the file is not there yet, a lock): tried again next time
         self._local.held = (name, conn)
+        if conn is not None:
+            with self._lock:
+                self._opened.append(conn)
         return conn
 
     def run(self, statements: Callable[..., list[Any]], *args: Any) -> list[Any] | None:
-        """Run ``statements(cursor, *args)`` in one IMMEDIATE transaction; None when locked, disabled or failed."""
+        """Run ``statements(cursor, *args)`` in one IMMEDIATE transaction; None when locked, disabled or failed.
+
+        None also while a synchronous caller waits on this loop (``async_to_sync``): its
+        thread may hold an open transaction that the append must join, as on the ORM's thread.
+        """
+        if getattr(AsyncToSync.executors, "current", None) is not None:
+            return None
         conn = self._connection()
         if conn is None:
             return None
@@ -235,22 +252,48 @@ class InlineSqlite:
         self.commits += 1
         return results
 
+    def _close(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            if conn in self._opened:
+                self._opened.remove(conn)
+        conn.close()
+
+    def close(self) -> None:
+        """Close every inline connection this writer opened (on any thread)."""
+        with self._lock:
+            opened, self._opened = self._opened, []
+        for conn in opened:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        self._local = threading.local()
+
 
 def _open(name: str, options: dict[str, Any]) -> sqlite3.Connection | None:
-    """Open the inline connection to ``name``, or return None when commits there could wait or sync."""
+    """Open the inline connection to ``name``, or return None when commits there could wait or sync.
+
+    The alias's ``init_command`` runs first (its pragmas, as Django's connections have them);
+    then the busy timeout is forced back to zero (an ``init_command`` may set one) and the
+    connection is refused unless the database is in WAL mode, ``synchronous`` is NORMAL or
+    OFF and the locking mode is NORMAL. Raises sqlite3.Error when it cannot be opened now.
+    """
     if not name or name == ":memory:" or "mode=memory" in name:
         return None
+    # check_same_thread=False: used by one thread (thread-local), closed by close() from any.
+    conn = sqlite3.connect(name, timeout=0, isolation_level=None, uri=name.startswith("file:"), check_same_thread=False)
     try:
-        conn = sqlite3.connect(name, timeout=0, isolation_level=None, uri=name.startswith("file:"))
         for command in str(options.get("init_command") or "").split(";"):
             if command.strip():
                 conn.execute(command)
+        conn.execute("PRAGMA busy_timeout=0")
         journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
         synchronous = conn.execute("PRAGMA synchronous").fetchone()[0]
-        if str(journal).lower() != "wal" or int(synchronous) > 1:
+        locking = conn.execute("PRAGMA locking_mode").fetchone()[0]
+        busy = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        if str(journal).lower() != "wal" or int(synchronous) > 1 or str(locking).lower() != "normal" or busy:
             conn.close()
             return None
         conn.execute("PRAGMA wal_autocheckpoint=0")
-    except sqlite3.Error:
-        return None
+    except BaseException:
+        conn.close()
+        raise
     return conn

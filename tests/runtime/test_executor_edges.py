@@ -265,3 +265,45 @@ async def test_a_claim_refused_inside_the_run_start_commit_leaves_nothing(execut
         await executor.execute(session, [user_message("hi")])
     assert not await Run.objects.filter(session_id=session.id).aexists()
     assert await rows(session.id) == []  # nothing of the turn was committed: the client may send it again
+
+
+@pytest.mark.parametrize("joined", [True, False])
+async def test_a_run_that_fails_after_claiming_its_stream_fails_the_stream(
+    executor, session, use_agents, monkeypatch, joined
+):
+    """Review finding: a failure after the joined claim left the stream active, claimed by a failed run."""
+    from helix_django.runtime import executor as executor_module
+
+    use_agents(default=agent())
+    manager = get_stream_manager()
+    if not joined:
+        monkeypatch.setattr(manager, "joins_transactions_of", lambda alias: False)
+    original = executor_module.RunLoop
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the run loop could not be built")
+
+    if joined:
+        monkeypatch.setattr(executor_module, "RunLoop", broken)
+    else:  # after the claim: a superseded run's chunks moved our start, and that update fails
+        monkeypatch.setattr(executor_module, "RunLoop", original)
+        monkeypatch.setattr(manager, "claim_and_append", _claim_behind_a_newer_head(manager.claim_and_append))
+        monkeypatch.setattr(executor_module.store, "aupdate_run", _fail)
+    with pytest.raises(Exception):  # noqa: B017 - FrameworkInternalError, or the RuntimeError itself
+        await executor.execute(session, [user_message("hi")])
+    run = await Run.objects.aget(session_id=session.id)
+    info = await manager.get_info(session.stream_id)
+    assert run.status == "failed"
+    assert info is not None and info.status == "failed" and info.run_id == run.id  # readers end, typed
+
+
+def _claim_behind_a_newer_head(claim):
+    async def claiming(*args, **kwargs):
+        claimed, sequences = await claim(*args, **kwargs)
+        return claimed.with_head(claimed.head_sequence + 100), sequences
+
+    return claiming
+
+
+async def _fail(*args, **kwargs):
+    raise RuntimeError("the start-sequence update failed")

@@ -121,3 +121,53 @@ async def test_the_option_turns_inline_commits_off():
     assert await manager.append("s1", "run_a", [delta(1)]) == [1]
     assert hops == ["append"] and manager.group.inline is None
     assert group_commit.RAW_BEGIN[connection.vendor]  # the ORM thread's raw path serves this backend
+
+
+def test_a_busy_timeout_in_the_init_command_never_reaches_the_inline_connection(tmp_path):
+    path = tmp_path / "busy.sqlite3"
+    init = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=1500"
+    opened = _open(str(path), {"init_command": init})
+    assert opened is not None
+    assert opened.execute("PRAGMA busy_timeout").fetchone()[0] == 0  # a locked flush goes to the ORM's thread at once
+    opened.close()
+    exclusive = _open(str(path), {"init_command": init + "; PRAGMA locking_mode=EXCLUSIVE"})
+    assert exclusive is None
+
+
+class Rollback(Exception):
+    pass
+
+
+@sqlite_only
+@pytest.mark.parametrize("mode", ["IMMEDIATE", None])
+def test_an_append_made_for_a_synchronous_caller_joins_its_transaction(mode):
+    """Review finding: under DEFERRED, an inline commit escaped a caller's ``atomic`` and outlived its rollback."""
+    from asgiref.sync import async_to_sync
+    from django.db import transaction
+
+    from helix_django.models import StreamChunk
+
+    manager = DatabaseStreamManager("default", {})
+    async_to_sync(manager.claim_stream)("a", "run_a", epoch=1)
+    connection.ensure_connection()
+    connection.transaction_mode = mode  # None: Django's default (DEFERRED)
+    try:
+        with pytest.raises(Rollback), transaction.atomic():
+            async_to_sync(manager.append)("a", "run_a", [delta(1)])
+            raise Rollback
+    finally:
+        connection.transaction_mode = "IMMEDIATE"
+    assert StreamChunk.objects.filter(stream_id="a").count() == 0
+    assert manager.group.inline.commits == 0
+
+
+@sqlite_only
+async def test_closing_the_manager_closes_its_inline_connections():
+    manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    await manager.append("s1", "run_a", [delta(1)])
+    [opened] = manager.group.inline._opened
+    await manager.aclose()
+    with pytest.raises(sqlite3.ProgrammingError):
+        opened.execute("SELECT 1")
+    assert await manager.append("s1", "run_a", [delta(2)]) == [2]  # a later flush opens a new one
