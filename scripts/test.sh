@@ -33,22 +33,37 @@ if [ "${HELIX_QUICK:-}" = 1 ]; then
   exit 0
 fi
 
-echo "== pytest (SQLite, Redis)"
-"${PYTEST[@]}" "$@"
-
-if [ $# -eq 0 ]; then
-  echo "== pytest (real host profile: tests/host with tests/host/settings.py)"
-  "${PYTEST[@]}" --ds=tests.host.settings tests/host
-fi
-
+# The PostgreSQL pass runs beside the SQLite pass (the suite waits on servers and browsers far
+# more than it computes), on a Redis database of its own; the browser and Node tests, which
+# test the client and the wire, and schemathesis and the every-route-on-every-server test run
+# in the SQLite pass only.
+pg_pid=""
 if [ -n "${HELIX_PG_URL:-}" ]; then
-  echo "== pytest (PostgreSQL, Redis)"
-  # schemathesis (marker fuzz) and the every-route-on-every-server test (marker servers) run in
-  # the first pass only: they test the wire, not the database.
-  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" "${PYTEST[@]}" -m "not fuzz and not servers" "$@"
+  pg_log=$(mktemp "${TMPDIR:-/tmp}/helix-pg-pass.XXXXXX")
+  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" HELIX_TEST_REDIS_URL="${HELIX_TEST_REDIS_URL%/*}/13" \
+    "${PYTEST[@]}" -m "not fuzz and not servers and not browser and not node" "$@" >"$pg_log" 2>&1 &
+  pg_pid=$!
 else
   loud "PostgreSQL pass SKIPPED: scripts/services.sh found no PostgreSQL server binaries to set one up." \
     "Install postgresql, or set HELIX_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB (a role with CREATEDB)."
+fi
+
+failed=0
+echo "== pytest (SQLite, Redis)"
+"${PYTEST[@]}" "$@" || failed=1
+
+if [ $# -eq 0 ]; then
+  echo "== pytest (real host profile: tests/host with tests/host/settings.py)"
+  "${PYTEST[@]}" --ds=tests.host.settings tests/host || failed=1
+fi
+
+if [ -n "$pg_pid" ]; then
+  pg_status=0
+  wait "$pg_pid" || pg_status=$?
+  echo "== pytest (PostgreSQL, Redis; ran beside the SQLite pass)"
+  cat "$pg_log"
+  rm -f "$pg_log"
+  [ "$pg_status" -eq 0 ] || failed=1
 fi
 
 if [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ]; then
@@ -61,8 +76,9 @@ if [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ]; then
     DJ6=(.venv-dj60/bin/python -m pytest -q -p no:cacheprovider)
     # Lean: in-process tests of the four areas, plus transport's daphne tests (real HTTP);
     # the other server-process, Node and browser tests run once, in the Django 5.2 pass.
-    "${DJ6[@]}" -m "not browser and not slow" tests/core tests/api tests/runtime tests/transport
-    "${DJ6[@]}" -m "slow and not browser and not node and not servers" tests/transport
-    "${DJ6[@]}" --ds=tests.host.settings tests/host
+    "${DJ6[@]}" -m "not browser and not slow" tests/core tests/api tests/runtime tests/transport || failed=1
+    "${DJ6[@]}" -m "slow and not browser and not node and not servers" tests/transport || failed=1
+    "${DJ6[@]}" --ds=tests.host.settings tests/host || failed=1
   fi
 fi
+exit "$failed"
