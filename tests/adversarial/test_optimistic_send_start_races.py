@@ -39,6 +39,11 @@ async def dead_run(executor, session) -> str:  # noqa: F811
     return first.run_id
 
 
+# The winner's answer lasts about half a second: it is still live when the loser retries its start
+# (a send after the winner ended would rightly start a run of its own).
+WINNER = {"TEXT": "fine, this answer takes a moment", "PACE_TPS": 12}
+
+
 def one_winner(results: list) -> RunHandle:
     handles = [r for r in results if isinstance(r, RunHandle)]
     refusals = [r for r in results if isinstance(r, AlreadyRunningError)]
@@ -50,7 +55,7 @@ def one_winner(results: list) -> RunHandle:
 async def test_two_sends_after_a_dead_run_start_one_run(executor, session, use_agents):  # noqa: F811
     use_agents(default=agent({"PACE_TPS": 20}))  # still answering when its process "dies"
     dead = await dead_run(executor, session)
-    use_agents(default=agent({"TEXT": "fine"}))
+    use_agents(default=agent(WINNER))
     results = await asyncio.gather(
         executor.execute(session, [user_message("a")]),
         executor.execute(session, [user_message("b")]),
@@ -71,7 +76,7 @@ async def test_two_processes_racing_after_an_expired_lease_start_one_run(session
         dead = await dead_run(first, session)
         past = timezone.now() - datetime.timedelta(seconds=30)
         await Run.objects.filter(pk=dead).aupdate(lease_expires_at=past)  # the dead process's lease ran out
-        use_agents(default=agent({"TEXT": "fine"}))
+        use_agents(default=agent(WINNER))
         results = await asyncio.gather(
             second.execute(session, [user_message("a")]),
             third.execute(session, [user_message("b")]),
@@ -93,7 +98,7 @@ async def test_two_sends_while_client_tools_wait_supersede_it_once(executor, ses
     use_agents(default=agent({"STEPS": steps}, tools=[f"{toolbox.PATH}.pick_color"]))
     first = await executor.execute(session, [user_message("pick")])
     assert await executor.wait(first.run_id, 10) == "suspended_client_tool"
-    use_agents(default=agent({"TEXT": "Never mind."}, tools=[f"{toolbox.PATH}.pick_color"]))
+    use_agents(default=agent(WINNER, tools=[f"{toolbox.PATH}.pick_color"]))
     results = await asyncio.gather(
         executor.execute(session, [user_message("forget it")]),
         executor.execute(session, [user_message("no, really")]),
@@ -159,7 +164,7 @@ async def test_two_regenerates_after_a_dead_run_start_one_run_and_the_other_gets
 
     use_agents(default=agent({"PACE_TPS": 20}))  # still answering when its process "dies"
     dead = await dead_run(executor, session)
-    use_agents(default=agent({"TEXT": "again"}))
+    use_agents(default=agent(WINNER))
     results = await asyncio.gather(
         executor.regenerate(session=session),
         executor.regenerate(session=session),
