@@ -53,7 +53,7 @@ async def _received(received: list, count: int) -> list:
 
 async def test_a_run_cancelled_before_its_run_started_receivers_ran(executor, session, use_agents, gated):  # noqa: F811
     gate, received = gated
-    use_agents(default=agent({"TEXT": REPLY, "PACE_TPS": 100}))
+    use_agents(default=agent({"TEXT": REPLY, "PACE_TPS": 20}))  # live for 2 s: the cancel lands first under load
     handle = await executor.execute(session, [user_message("hi")])
     run = await executor.cancel(session=session, run_id=handle.run_id)
     assert run.status == "cancelled"
@@ -70,7 +70,7 @@ async def test_a_run_cancelled_before_its_run_started_receivers_ran(executor, se
 
 async def test_a_run_superseded_before_its_run_started_receivers_ran(executor, session, use_agents, gated):  # noqa: F811
     gate, received = gated
-    use_agents(default=agent({"TEXT": REPLY, "PACE_TPS": 100}))
+    use_agents(default=agent({"TEXT": REPLY, "PACE_TPS": 20}))  # live for 2 s: the cancel lands first under load
     first_message = user_message("hi")
     first = await executor.execute(session, [first_message])
     second = await executor.regenerate(session=session, supersede_live=True)

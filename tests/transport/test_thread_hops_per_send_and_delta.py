@@ -118,18 +118,19 @@ async def test_a_new_chat_waits_for_two_thread_hops_before_its_first_byte():
     # The request's own hops; the run's task (helix-run-*) and its announcement run beside it.
     waited = [name for name, task in before if not task.startswith("helix-run") and not name.startswith("Signal.asend")]
     assert waited == ["_admit", "start_run"], waited  # a small body is checked on the loop, the claim joins the start
-    everything = [name for name, _task in before + after]
-    assert len(everything) <= 8, everything  # 15 before issue 23: see docs/performance.md, "Thread hops"
+    # The send's own hops, besides the flushes of its answer (none on SQLite, one per flush elsewhere).
+    per_send = [name for name, _task in before + after if "append" not in name]
+    assert len(per_send) <= 8, per_send  # 15 before issue 23: see docs/performance.md, "Through the real server"
 
 
 async def test_deltas_reach_a_reader_at_the_head_without_a_thread_hop():
     key = await _token()
-    _before, after, frames = await _send(key, pace=400)
+    _before, after, frames = await _send(key, pace=100)
     deltas = sum(frame.count(b'"text-delta"') for frame in frames)
-    assert deltas >= 10  # the answer streamed over many frames
+    assert deltas >= 5  # the answer streamed over many frames (coalescing merges some)
     assert [name for name, _task in after if name in READS] == []
-    appends = [name for name, _task in after if "append" in name]
-    if connection.vendor == "sqlite":
-        assert appends == []  # flushes commit on the loop (helix_django/streams/group_commit.py)
-    else:
-        assert len(appends) < deltas  # one hop per flush at most, never one per delivered delta
+    # The response's own task (the one that authenticated) makes no hop while it delivers.
+    request_task = next(task for name, task in _before if name == "_admit")
+    assert [name for name, task in after if task == request_task] == []
+    if connection.vendor == "sqlite":  # and its answer's flushes commit on the loop (streams/group_commit.py)
+        assert [name for name, _task in after if "append" in name] == []
