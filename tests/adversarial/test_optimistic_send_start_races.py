@@ -187,7 +187,7 @@ async def test_a_send_blocked_by_a_run_that_ends_before_the_current_run_is_read_
 ):
     """The blocking run ends between the refused run-start commit and the read of the
     session's current run: the send is tried again and starts (it used to get a 409)."""
-    use_agents(default=agent({"PACE_TPS": 20}))
+    use_agents(default=agent({"PACE_TPS": 5}))  # still answering when the cancel comes, on a loaded machine
     blocking = await executor.execute(session, [user_message("long")])
     launch = executor._launch
 
