@@ -20,6 +20,8 @@ from helix_django.streams.group_commit import CHECKPOINT_EVERY, _open
 
 pytestmark = pytest.mark.django_db(transaction=True)
 sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="the inline commit is SQLite's")
+#: Inline commits are opt-in (a disk-full fault lost committed chunks with them on: docs/performance.md).
+INLINE = {"INLINE_WRITES": True}
 
 
 def delta(n: int) -> dict:
@@ -41,7 +43,7 @@ def hop_counter(manager: DatabaseStreamManager) -> list[str]:
 
 @sqlite_only
 async def test_a_flush_commits_on_the_loop_with_no_thread_hop():
-    manager = DatabaseStreamManager("default", {})
+    manager = DatabaseStreamManager("default", INLINE)
     await manager.claim_stream("s1", "run_a", epoch=1)
     hops = hop_counter(manager)
     for n in range(1, 21):
@@ -55,7 +57,7 @@ async def test_a_flush_commits_on_the_loop_with_no_thread_hop():
 
 @sqlite_only
 async def test_a_locked_database_sends_the_flush_to_the_orm_thread_and_the_loop_never_waits():
-    manager = DatabaseStreamManager("default", {})
+    manager = DatabaseStreamManager("default", INLINE)
     await manager.claim_stream("s1", "run_a", epoch=1)
     await manager.append("s1", "run_a", [delta(1)])
     hops = hop_counter(manager)
@@ -78,7 +80,7 @@ async def test_a_locked_database_sends_the_flush_to_the_orm_thread_and_the_loop_
 
 @sqlite_only
 async def test_a_fenced_append_committed_inline_fails_alone():
-    manager = DatabaseStreamManager("default", {})
+    manager = DatabaseStreamManager("default", INLINE)
     await manager.claim_stream("a", "run_a", epoch=1)
     await manager.claim_stream("b", "run_b", epoch=1)
     hops = hop_counter(manager)
@@ -91,7 +93,7 @@ async def test_a_fenced_append_committed_inline_fails_alone():
 
 @sqlite_only
 async def test_the_wal_is_checkpointed_on_the_orm_thread_every_so_many_inline_commits(monkeypatch):
-    manager = DatabaseStreamManager("default", {})
+    manager = DatabaseStreamManager("default", INLINE)
     await manager.claim_stream("s1", "run_a", epoch=1)
     checkpoints: list[int] = []
     monkeypatch.setattr(manager.group, "checkpoint_sync", lambda: checkpoints.append(manager.group.inline.commits))
@@ -114,8 +116,8 @@ def test_commits_that_could_wait_or_sync_are_never_made_on_the_loop(tmp_path):
     opened.close()
 
 
-async def test_the_option_turns_inline_commits_off():
-    manager = DatabaseStreamManager("default", {"INLINE_WRITES": False})
+async def test_inline_commits_are_off_unless_the_option_turns_them_on():
+    manager = DatabaseStreamManager("default", {})
     await manager.claim_stream("s1", "run_a", epoch=1)
     hops = hop_counter(manager)
     assert await manager.append("s1", "run_a", [delta(1)]) == [1]
@@ -147,7 +149,7 @@ def test_an_append_made_for_a_synchronous_caller_joins_its_transaction(mode):
 
     from helix_django.models import StreamChunk
 
-    manager = DatabaseStreamManager("default", {})
+    manager = DatabaseStreamManager("default", INLINE)
     async_to_sync(manager.claim_stream)("a", "run_a", epoch=1)
     connection.ensure_connection()
     connection.transaction_mode = mode  # None: Django's default (DEFERRED)
@@ -163,7 +165,7 @@ def test_an_append_made_for_a_synchronous_caller_joins_its_transaction(mode):
 
 @sqlite_only
 async def test_closing_the_manager_closes_its_inline_connections():
-    manager = DatabaseStreamManager("default", {})
+    manager = DatabaseStreamManager("default", INLINE)
     await manager.claim_stream("s1", "run_a", epoch=1)
     await manager.append("s1", "run_a", [delta(1)])
     [opened] = manager.group.inline._opened
