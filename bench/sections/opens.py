@@ -117,36 +117,42 @@ async def run(sizes: Sizes) -> list[Row]:
     return _rows(count, cpu, memory)
 
 
-def _ratio(values: list[float], bases: list[float]) -> Stat | None:
-    """The paired ratio, or None when no repeat has a baseline above 0 (tiny sizes: no measurable growth)."""
-    return paired_ratio(values, bases) if any(bases) else None
+def _row(name: str, samples: dict[str, list[float]], unit: str, baseline_name: str, limit: float, note: str) -> Row:
+    """One row: helix's samples next to the bare route's, with the paired ratio and the ratio target ``limit``.
+
+    No ratio (and no verdict) when no repeat has a baseline above 0 (tiny sizes: no measurable growth).
+    """
+    ratio = paired_ratio(samples["helix"], samples["bare"]) if any(samples["bare"]) else None
+    return Row(
+        NAME,
+        name,
+        value=Stat.of(samples["helix"], unit),
+        baseline_name=baseline_name,
+        baseline=Stat.of(samples["bare"], unit),
+        ratio=ratio,
+        target=f"<= {limit:g}x bare",
+        holds=None if ratio is None else ratio.median <= limit,
+        note=note,
+    )
 
 
 def _rows(count: int, cpu: dict[str, list[float]], memory: dict[str, list[float]]) -> list[Row]:
     via = server_name()
-    cpu_ratio = _ratio(cpu["helix"], cpu["bare"])
-    memory_ratio = _ratio(memory["helix"], memory["bare"])
     return [
-        Row(
-            NAME,
+        _row(
             f"database/sqlite via {via}: server CPU to open one resume ({count} at once)",
-            value=Stat.of(cpu["helix"], "ms"),
-            baseline_name="bare ASGI SSE open",
-            baseline=Stat.of(cpu["bare"], "ms"),
-            ratio=cpu_ratio,
-            target=f"<= {TARGET_CPU_RATIO:.0f}x bare",
-            holds=None if cpu_ratio is None else cpu_ratio.median <= TARGET_CPU_RATIO,
-            note="GET <prefix>sessions/<id>/chat of a live run: token auth, the run replayed so far, then live",
+            cpu,
+            "ms",
+            "bare ASGI SSE open",
+            TARGET_CPU_RATIO,
+            "GET <prefix>sessions/<id>/chat of a live run: token auth, the run replayed so far, then live",
         ),
-        Row(
-            NAME,
+        _row(
             f"database/sqlite via {via}: idle memory per open SSE response ({count} open)",
-            value=Stat.of(memory["helix"], "KiB"),
-            baseline_name="bare ASGI SSE",
-            baseline=Stat.of(memory["bare"], "KiB"),
-            ratio=memory_ratio,
-            target=f"<= {TARGET_MEMORY_RATIO}x bare",
-            holds=None if memory_ratio is None else memory_ratio.median <= TARGET_MEMORY_RATIO,
-            note="server RSS growth with every response open and idle, per response",
+            memory,
+            "KiB",
+            "bare ASGI SSE",
+            TARGET_MEMORY_RATIO,
+            "server RSS growth with every response open and idle, per response",
         ),
     ]
