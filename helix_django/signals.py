@@ -1,6 +1,8 @@
 """Signals sent by helix_django (past tense, STYLE "Conventions").
 
-- ``run_started(sender=Run, run=Run)``: after the run-start commit.
+- ``run_started(sender=Run, run=Run, rewrote_history=bool)``: after the run-start commit;
+  ``rewrote_history`` is true when that commit truncated or replaced committed rows (an
+  edit, a regenerate, a continuation), false when it only appended.
 - ``run_finished(sender=Run, run=Run, status=str)``: after a terminal commit.
 - ``recovery_action_taken(sender=Run, run=Run, action=str, outcome=str)``: after a recovery action.
 - ``tool_executed(sender=ToolExecution, run_id=str, tool_call_id=str, name=str, status=str)``: after a

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 
-def _invalidate_stale_continuations(sender: Any, run: Any, **kwargs: Any) -> None:
+async def _invalidate_stale_continuations(sender: Any, run: Any, rewrote_history: bool = True, **kwargs: Any) -> None:
+    """Only a start that rewrote history can make older runs' continuations stale (no hop for a plain send)."""
+    from helix_django.orm import sync_to_async
     from helix_django.recovery.inventory import invalidate_stale_continuations
 
-    invalidate_stale_continuations(run.session_id)
+    if rewrote_history:
+        await sync_to_async(invalidate_stale_continuations)(run.session_id)
 
 
 def connect() -> None:

@@ -40,9 +40,10 @@ logger = logging.getLogger(__name__)
 class RunLoop(EndingsMixin):
     """Executes one run after its stream was claimed and its opening chunks were written.
 
-    ``context`` are the provider messages of the committed rows before the response
-    message, loaded when the run starts executing (not before its caller gets the
-    handle); ``acc`` holds the response message (re-opened for a continuation).
+    ``context`` are the committed rows (UIMessages) before the response message, as the
+    run-start commit read them; without them the run reads them when it starts executing,
+    marking itself ``streaming`` in the same hop. ``acc`` holds the response message
+    (re-opened for a continuation).
     ``approved`` are ``(tool, arguments, tool_call_id)`` to execute before the first step.
     """
 
@@ -57,6 +58,7 @@ class RunLoop(EndingsMixin):
         user: Any = None,
         approved: list[tuple[Any, dict[str, Any], str]] | None = None,
         add_continue_instruction: bool = False,
+        context: list[dict[str, Any]] | None = None,
     ) -> None:
         self.run = run
         self.run_id = run.id
@@ -64,7 +66,8 @@ class RunLoop(EndingsMixin):
         self.writer = writer
         self.manager = writer.manager
         self.acc = acc
-        self.context: list[dict[str, Any]] = []
+        self.context: list[dict[str, Any]] = [] if context is None else to_provider_messages(context)
+        self._has_context = context is not None
         self.owner = owner
         self.user = user
         self.approved = approved or []
@@ -146,24 +149,20 @@ class RunLoop(EndingsMixin):
 
     async def _body(self) -> str:
         self.budget = ResponseBudget(self.acc.message)
-        # One thread hop: the status write and the read of the conversation the model is sent.
-        rows = await abegin_streaming(self.run_id, self.run.session_id, self.run.start_message_count)
-        self.context = to_provider_messages(rows)
+        if not self._has_context:  # one thread hop: the status write and the read of the conversation
+            rows = await abegin_streaming(self.run_id, self.run.session_id, self.run.start_message_count)
+            self.context = to_provider_messages(rows)
         if self.approved:
             await self._run_approved()
-        reason = "stop"
-        while True:
-            if self.step >= self.agent.max_steps:
-                reason = "length"
-                break
+        while self.step < self.agent.max_steps:
             self.step += 1
             result = await self._run_step()
+            if not result.is_suspended and result.finish_reason != "tool-calls":
+                return await self._complete(result.finish_reason, step_done=True)  # commits the step too
+            await self._commit_step()
             if result.is_suspended:
                 return await self._suspend()
-            if result.finish_reason != "tool-calls":
-                reason = result.finish_reason
-                break
-        return await self._complete(reason)
+        return await self._complete("length")
 
     async def _run_approved(self) -> None:
         await store.aupdate_run(self.run_id, status=RunStatus.TOOLING)
@@ -193,7 +192,11 @@ class RunLoop(EndingsMixin):
         return messages
 
     async def _run_step(self) -> StepResult:
-        """Stream one step (retrying a retryable provider failure as a new attempt), run its tools, commit it."""
+        """Stream one step (retrying a retryable provider failure as a new attempt) and run its tools.
+
+        The step ends with ``finish-step``; the caller commits it (:meth:`_commit_step`, or
+        with the run's terminal commit when the run completes with it).
+        """
         number = 0
         while True:
             number += 1
@@ -229,19 +232,24 @@ class RunLoop(EndingsMixin):
                 self.acc = before
         await self._run_tools(result)
         self.emit({"type": "finish-step"}, content=True)
+        return result
+
+    async def _commit_step(self) -> None:
+        """Flush, commit the finished step, then write ``helix-step-committed`` naming its checkpoint."""
         sequence = await self.flush()
         checkpoint = await store.acommit_step(
             self.run_id, response_message=self.acc.snapshot(), stream_sequence=sequence, step_count=self.step
         )
-        self.emit(
-            {
-                "type": "helix-step-committed",
-                "step": self.step,
-                "committedAttemptId": self.attempt_id,
-                "checkpointId": checkpoint.id,
-            }
-        )
-        return result
+        self.emit(self.step_committed(checkpoint.id))
+
+    def step_committed(self, checkpoint_id: int | None) -> dict[str, Any]:
+        """Return the ``helix-step-committed`` chunk of the current step (its checkpoint's id)."""
+        return {
+            "type": "helix-step-committed",
+            "step": self.step,
+            "committedAttemptId": self.attempt_id,
+            "checkpointId": checkpoint_id,
+        }
 
     async def _run_tools(self, result: StepResult) -> None:
         if not result.tool_calls:

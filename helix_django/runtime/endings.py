@@ -10,8 +10,11 @@ stream *ends* with ``cancelled``; a failure *fails* it with the typed, scrubbed 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
+
+from django.db import transaction
 
 from helix_django import store
 from helix_django.errors import (
@@ -22,10 +25,66 @@ from helix_django.errors import (
     StreamFenceError,
 )
 from helix_django.models import Run, RunStatus
+from helix_django.orm import retrying
 from helix_django.signals import run_finished
 from helix_django.store.commits import helix_metadata
+from helix_django.store.reads import write_alias
 
 logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class StepCommit:
+    """A finished step to commit: its response message, number, and ``helix-step-committed`` chunk.
+
+    The chunk's ``checkpointId`` is set once the step's checkpoint exists (in the transaction).
+    """
+
+    message: dict[str, Any]
+    number: int
+    committed_chunk: dict[str, Any]
+
+
+def complete_in_transaction(
+    manager: Any,
+    writer: Any,
+    step_chunks: list[dict[str, Any]],
+    step: StepCommit,
+    finish: dict[str, Any],
+    message: dict[str, Any],
+    end: dict[str, Any],
+) -> tuple[Any, list[Any]]:
+    """A run's last writes in one transaction, on the ORM's thread (issue 23: one thread hop, one commit).
+
+    In order, as separate writes would store them: the step's last chunks (``finish-step``
+    last), its step commit, ``helix-step-committed`` and ``finish``, the terminal commit
+    (``completed``, with ``message``), ``helix-run-end``, the stream's end. The session
+    row is locked first, as every run write locks it. Returns (the terminal checkpoint,
+    the stream writes for ``manager.wrote_in_transaction``). Raises RunSupersededError /
+    StreamFenceError (nothing is written). Safe to run again after a failed attempt: its
+    transaction committed nothing.
+    """
+    run_id, stream_id = writer.run_id, writer.stream_id
+    with transaction.atomic(using=write_alias()):
+        store.lock_run(run_id)
+        writes = [manager.append_in_transaction(stream_id, run_id, step_chunks)]
+        checkpoint = store.commit_step(
+            run_id,
+            response_message=step.message,
+            stream_sequence=writes[-1].sequences[-1] if step_chunks else writer.last_sequence,
+            step_count=step.number,
+        )
+        step.committed_chunk["checkpointId"] = checkpoint.id
+        writes.append(manager.append_in_transaction(stream_id, run_id, [step.committed_chunk, finish]))
+        terminal = store.commit_terminal(
+            run_id, RunStatus.COMPLETED, response_message=message, stream_sequence=writes[-1].sequences[-1]
+        )
+        writes.append(manager.append_in_transaction(stream_id, run_id, [end]))
+        writes.append(manager.end_in_transaction(stream_id, run_id, end_status="completed"))
+    return terminal, writes
+
+
+acomplete_in_transaction = retrying(complete_in_transaction, what="run completion")
 
 
 class EndingsMixin:
@@ -40,17 +99,27 @@ class EndingsMixin:
     is_ending: bool
     usage: dict[str, int]
     emit: Any
+    prepare: Any
     flush: Any
+    step_committed: Any
+    _commit_step: Any
 
     def _helix_metadata(self, status: str, cancelled_by: str = "") -> dict[str, Any]:
         return {"helix": helix_metadata(self.run_id, status, cancelled_by=cancelled_by)}
 
-    async def _complete(self, reason: str) -> str:
+    async def _complete(self, reason: str, *, step_done: bool = False) -> str:
+        """Complete the run; ``step_done``: its last step ended and is not committed yet.
+
+        With a stream manager that joins the store's transactions, that step's commit, the
+        terminal commit and the stream's end are one transaction and one thread hop
+        (:func:`complete_in_transaction`); elsewhere each is a write of its own.
+        """
+        if step_done and self.manager.joins_transactions_of(write_alias()):
+            return await self._complete_in_one_transaction(reason)
+        if step_done:
+            await self._commit_step()
         self.is_ending = True
-        metadata = self._helix_metadata("completed")
-        if self.usage:
-            metadata["usage"] = dict(self.usage)
-        self.emit({"type": "finish", "finishReason": reason, "messageMetadata": metadata})
+        self.emit(self._finish_chunk(reason))
         sequence = await self.flush()
         checkpoint = await store.acommit_terminal(
             self.run_id, RunStatus.COMPLETED, response_message=self.acc.snapshot(), stream_sequence=sequence
@@ -58,6 +127,31 @@ class EndingsMixin:
         self.emit({"type": "helix-run-end", "status": "completed"})
         await self.flush()
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="completed")
+        assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
+        return await self._finished(checkpoint.run, RunStatus.COMPLETED)
+
+    def _finish_chunk(self, reason: str) -> dict[str, Any]:
+        metadata = self._helix_metadata("completed")
+        if self.usage:
+            metadata["usage"] = dict(self.usage)
+        return {"type": "finish", "finishReason": reason, "messageMetadata": metadata}
+
+    async def _complete_in_one_transaction(self, reason: str) -> str:
+        """The last step's commit, ``finish``, the terminal commit and the stream's end: one hop, one commit."""
+        step_chunks = await self.writer.take()  # the step's unflushed chunks, ``finish-step`` last
+        step = StepCommit(self.acc.snapshot(), self.step, self.prepare(self.step_committed(None)))
+        self.is_ending = True
+        finish = self.prepare(self._finish_chunk(reason))
+        end = self.prepare({"type": "helix-run-end", "status": "completed"})
+        try:
+            checkpoint, writes = await acomplete_in_transaction(
+                self.manager, self.writer, step_chunks, step, finish, self.acc.snapshot(), end
+            )
+        except BaseException:
+            self.writer.restore(step_chunks)  # nothing was stored: the ending that follows stores them
+            raise
+        self.writer.last_sequence = writes[-2].sequences[-1]
+        self.manager.wrote_in_transaction(self.writer.stream_id, writes)
         assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
         return await self._finished(checkpoint.run, RunStatus.COMPLETED)
 

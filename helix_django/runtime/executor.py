@@ -238,6 +238,9 @@ class LocalExecutor(RestartsMixin):
             await guards.acheck_no_unknown_side_effects(request)
         owner = self._new_lease_owner()
         request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
+        # Its task starts right after the commit: the run is streaming from it on, and the
+        # commit reads the conversation its model is sent (no first hop of the run's own).
+        request.status, request.read_context = RunStatus.STREAMING, True
         joined = manager.joins_transactions_of(write_alias())
         if joined:  # the claim and the opening chunks in the run-start transaction: one hop, one commit
             request.in_transaction = functools.partial(claim_in_start, manager, session.stream_id, launch)
@@ -261,6 +264,7 @@ class LocalExecutor(RestartsMixin):
                 user=user,
                 approved=launch.approved,
                 add_continue_instruction=launch.add_continue_instruction,
+                context=result.context,
             )
             if claim is not None:
                 for chunk in result.joined[1]:
@@ -287,12 +291,12 @@ class LocalExecutor(RestartsMixin):
                 raise FrameworkInternalError(cause="after_run_start") from exc
             raise
         announced = copy.copy(run)  # the run task mutates ``run`` on this loop from now on
-        self._announce(announced)
+        self._announce(announced, rewrote_history=result.rewrote_history)
         await self._dispatch(entry, loop)
         entry.claimed.set_result(True)
         return RunHandle(run.id, session.stream_id, run.response_message_id, run.start_sequence, run=announced)
 
-    def _announce(self, run: Run) -> None:
+    def _announce(self, run: Run, *, rewrote_history: bool) -> None:
         """Send ``run_started`` in a task of its own (before the run's task: same loop, FIFO).
 
         Receivers (telemetry, stale-continuation checks) may query the database; the
@@ -301,7 +305,7 @@ class LocalExecutor(RestartsMixin):
 
         async def send() -> None:
             try:
-                await run_started.asend(sender=Run, run=run)
+                await run_started.asend(sender=Run, run=run, rewrote_history=rewrote_history)
             except Exception as exc:
                 logger.warning("a run_started receiver failed for run %s: %s", run.id, type(exc).__name__)
 

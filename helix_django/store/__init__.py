@@ -21,6 +21,7 @@ from helix_django.store.commits import (
     commit_terminal,
     delete_session,
     get_or_create_session,
+    lock_run,
     start_run,
     update_run,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "finish_tool_execution",
     "get_or_create_session",
     "list_tool_executions",
+    "lock_run",
     "mark_started_tool_executions_unknown",
     "record_recovery",
     "renew_lease",

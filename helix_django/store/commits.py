@@ -71,6 +71,10 @@ class RunStartRequest:
     its writes; what it returns is the result's ``joined``, and what it raises rolls the
     whole start back (the executor claims the stream there: one transaction and one
     thread hop before the first byte, issue 23).
+    ``status``: the Run's first status (``streaming`` when the caller executes it at once:
+    the run's task then writes no status of its own). ``read_context``: also read, in the
+    same transaction, the committed rows before the response message (the result's
+    ``context``: the conversation the run's model is sent, without a hop of its own).
     """
 
     session_id: str
@@ -93,6 +97,8 @@ class RunStartRequest:
     continuation: dict[str, Any] = dataclasses.field(default_factory=dict)
     new_session: NewSession | None = None
     in_transaction: Callable[[RunStartResult], Any] | None = None
+    status: str = RunStatus.STARTING
+    read_context: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +111,10 @@ class RunStartResult:
     superseded_run_ids: list[str]
     joined: Any = None
     """What the request's ``in_transaction`` returned (None without one)."""
+    rewrote_history: bool = False
+    """Whether the commit truncated or replaced committed rows (it did more than append)."""
+    context: list[dict[str, Any]] | None = None
+    """With ``read_context``: the UIMessages at positions before the response message, oldest first."""
 
 
 def _lock_session(session_id: str) -> ChatSession:
@@ -291,7 +301,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         run = Run(
             id=new_id("run"),
             session=session,
-            status=RunStatus.STARTING,
+            status=request.status,
             kind=request.kind,
             turn_message_id=request.turn_message_id,
             attempt=request.attempt,
@@ -320,7 +330,16 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             _write_message(session, position, message, run=run, checkpoint_id=cp.id, is_new=position >= first_new)
         if not create:
             session.save(update_fields=["current_run", "message_count", "updated_at"])
-        result = RunStartResult(run=run, checkpoint=cp, truncate_checkpoint=truncate_cp, superseded_run_ids=live)
+        result = RunStartResult(
+            run=run,
+            checkpoint=cp,
+            truncate_checkpoint=truncate_cp,
+            superseded_run_ids=live,
+            rewrote_history=truncate_cp is not None or any(position < first_new for position in positions),
+        )
+        if request.read_context:
+            rows = reads.read_rows(session.pk, before=response_position, using=reads.write_alias())
+            result = dataclasses.replace(result, context=[row.ui_message() for row in rows])
         if request.in_transaction is not None:
             result = dataclasses.replace(result, joined=request.in_transaction(result))
     return result
@@ -448,6 +467,16 @@ def commit_terminal(
         for name, value in fields.items():  # the checkpoint's ``run`` is the run as committed
             setattr(run, name, value)
     return cp
+
+
+def lock_run(run_id: str) -> None:
+    """Inside the caller's transaction: lock the run's session and check the run may still write.
+
+    For a transaction that writes the run's stream before its commits (a run's last
+    writes, issue 23): it takes the session row first, the order every run write and run
+    start locks in. Raises RunNotFoundError, RunSupersededError (as every fenced write).
+    """
+    _lock_fence(run_id)
 
 
 def update_run(run_id: str, **fields: Any) -> None:

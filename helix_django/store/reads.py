@@ -111,8 +111,10 @@ class Row(NamedTuple):
         return {"id": self.ui_id, "role": self.role, "parts": self.parts, "metadata": self.metadata}
 
 
-def read_rows(session_id: str, *, before: int | None = None) -> list[Row]:
+def read_rows(session_id: str, *, before: int | None = None, using: str | None = None) -> list[Row]:
     """Return the session's committed rows (positions ``< before`` when given) in order, JSON decoded.
+
+    Read where the router reads messages, or from ``using`` (inside a transaction there).
 
     One indexed SELECT with the driver's cursor: at 1 000 messages the ORM's per-row
     conversion cost more than the query itself (issue 8, "Snapshot read").
@@ -125,7 +127,7 @@ def read_rows(session_id: str, *, before: int | None = None) -> list[Row]:
     if before is not None:
         sql += " AND position < %s"
         params.append(before)
-    with connections[router.db_for_read(Message)].cursor() as cursor:
+    with connections[using or router.db_for_read(Message)].cursor() as cursor:
         cursor.execute(sql + " ORDER BY position", params)
         return [
             Row(position, ui_id, role, _decoded(parts), _decoded(metadata), checkpoint_id)

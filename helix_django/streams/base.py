@@ -57,6 +57,20 @@ class StreamInfo:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class WrittenInTransaction:
+    """A stream write made inside a caller's transaction (:meth:`BaseStreamManager.append_in_transaction`).
+
+    ``sequences`` of the chunks stored (none for a status change), ``info`` the stream as
+    the write left it, ``payloads`` the stored JSON of each chunk: what readers are told
+    once the transaction committed (:meth:`BaseStreamManager.wrote_in_transaction`).
+    """
+
+    sequences: list[int]
+    info: StreamInfo | None
+    payloads: list[str]
+
+
 class BaseStreamManager(abc.ABC):
     """A backend that stores chunks of session streams and serves resumable readers.
 
@@ -129,6 +143,24 @@ class BaseStreamManager(abc.ABC):
 
     def claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
         """Once :meth:`claim_in_transaction`'s transaction committed: wake readers; return (claim info, sequences)."""
+        raise NotImplementedError
+
+    def append_in_transaction(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> WrittenInTransaction:
+        """Store ``chunks`` inside the caller's transaction, on the ORM's thread; return what was written.
+
+        Only where :meth:`joins_transactions_of` is true (a run's last step, its terminal
+        commit and its stream's end are then one transaction, issue 23). Fenced as
+        :meth:`append`: raises StreamFenceError, and the caller's transaction rolls back.
+        Once it committed, pass every write, in order, to :meth:`wrote_in_transaction`.
+        """
+        raise NotImplementedError
+
+    def end_in_transaction(self, stream_id: str, run_id: str, *, end_status: str) -> WrittenInTransaction:
+        """End the stream (as :meth:`end_stream`) inside the caller's transaction; see :meth:`append_in_transaction`."""
+        raise NotImplementedError
+
+    def wrote_in_transaction(self, stream_id: str, writes: Sequence[WrittenInTransaction]) -> None:
+        """Once the transaction of ``writes`` (made through this manager) committed: tell readers, wake them."""
         raise NotImplementedError
 
     @abc.abstractmethod

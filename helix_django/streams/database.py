@@ -32,6 +32,7 @@ from helix_django.streams.base import (
     Chunk,
     StoredChunk,
     StreamInfo,
+    WrittenInTransaction,
     raise_connection_error,
 )
 from helix_django.streams.group_commit import INFO_COLUMNS, GroupCommit, chunk_rows
@@ -312,6 +313,36 @@ class DatabaseStreamManager(BaseStreamManager):
             self.tail.extend(stream_id, info, sequences[0], payloads)
         self.notifier.notify(stream_id)
         return claimed, sequences
+
+    def append_in_transaction(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> WrittenInTransaction:
+        """Store ``chunks`` inside the caller's transaction (see the base class)."""
+        if not chunks:
+            return WrittenInTransaction([], None, [])
+        return WrittenInTransaction(*self._append_locked(stream_id, run_id, chunks))
+
+    def end_in_transaction(self, stream_id: str, run_id: str, *, end_status: str) -> WrittenInTransaction:
+        """End the stream inside the caller's transaction (see the base class)."""
+        return WrittenInTransaction([], self._status_sync(stream_id, run_id, ENDED, {"end_status": end_status}), [])
+
+    def wrote_in_transaction(self, stream_id: str, writes: Sequence[WrittenInTransaction]) -> None:
+        """Record the committed chunks in the tail with the stream's final info, wake readers, then drop them.
+
+        The readers woken (at the head) are served the last chunks and the status the same
+        transaction committed without a query (:mod:`.tail`); the entry is dropped right
+        after they ran, as after any status change: an ended stream is read from the
+        database, so a purge by another process leaves nothing behind here.
+        """
+        stored = [write for write in writes if write.payloads]
+        final = next((write.info for write in reversed(writes) if write.info is not None), None)
+        if not stored or final is None:
+            self.tail.forget(stream_id)
+        for number, write in enumerate(stored, start=1):
+            assert write.info is not None  # a write that stored chunks knows the stream it left
+            info = final if number == len(stored) else write.info
+            self.tail.extend(stream_id, info, write.sequences[0], write.payloads)
+        self.notifier.notify(stream_id)
+        if stored:  # after the woken readers, which the loop runs first (FIFO)
+            asyncio.get_running_loop().call_soon(self.tail.forget, stream_id)
 
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         """Store ``chunks`` (see the base class); concurrent appends share one transaction (group commit).

@@ -60,6 +60,7 @@ class StreamWriter:
         self._inflight: asyncio.Future[list[int]] | None = None
         self._error: BaseException | None = None
         self._flushed_at = -math.inf
+        self._is_taking = False
 
     @classmethod
     def from_settings(cls, manager: BaseStreamManager, stream_id: str, run_id: str) -> StreamWriter:
@@ -109,11 +110,16 @@ class StreamWriter:
 
     def _on_timer(self) -> None:
         self._timer = None
-        if self._inflight is None and self._pending and self._error is None:
+        if self._inflight is None and self._pending and self._error is None and not self._is_taking:
             self._send()
 
     def _send(self) -> None:
         """Append every pending chunk as one batch (nothing may be in flight)."""
+        self._inflight = self.manager.append_soon(self.stream_id, self.run_id, self._take_pending())
+        self._inflight.add_done_callback(self._on_appended)
+
+    def _take_pending(self) -> list[Chunk]:
+        """Return the pending chunks stamped with this flush's time; the writer no longer holds them."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -122,8 +128,7 @@ class StreamWriter:
         written_at_ms = int(time.time() * 1000)
         for chunk in batch:
             chunk[WRITTEN_AT_KEY] = written_at_ms
-        self._inflight = self.manager.append_soon(self.stream_id, self.run_id, batch)
-        self._inflight.add_done_callback(self._on_appended)
+        return batch
 
     def _on_appended(self, future: asyncio.Future[list[int]]) -> None:
         if future is not self._inflight:
@@ -139,24 +144,48 @@ class StreamWriter:
         sequences = future.result()
         if sequences:
             self.last_sequence = sequences[-1]
-        if self._pending:
+        if self._pending and not self._is_taking:
             self._send()
 
     async def flush(self) -> int:
         """Store every pending chunk now; return the last stored sequence."""
         while True:
+            await self._settle()
+            if not self._pending:
+                return self.last_sequence
+            self._send()
+
+    async def take(self) -> list[Chunk]:
+        """Wait for the append in flight, then hand over every pending chunk, stamped as a flush stamps them.
+
+        For a caller that stores them itself: a run's last chunks are stored in the
+        transaction of its terminal commit (issue 23). The writer holds none of them
+        afterwards; the caller sets :attr:`last_sequence` once they are stored. Raises the
+        error of a failed earlier flush.
+        """
+        self._is_taking = True  # chunks pending meanwhile are not chained as a batch of their own
+        try:
+            await self._settle()
+        finally:
+            self._is_taking = False
+        return self._take_pending()
+
+    def restore(self, chunks: list[Chunk]) -> None:
+        """Put chunks handed over by :meth:`take` back, first in line (their caller could not store them)."""
+        self._pending[:0] = chunks
+
+    async def _settle(self) -> None:
+        """Wait until no append is in flight (chunks written meanwhile stay pending); raise a flush's error."""
+        while True:
             if self._error is not None:
                 raise self._error
             inflight = self._inflight
-            if inflight is not None:
-                # Shielded: a caller cancelled here must not cancel the shared append.
-                with contextlib.suppress(Exception):  # recorded as self._error by _on_appended
-                    await asyncio.shield(inflight)
-                self._on_appended(inflight)  # its scheduled callback may not have run yet
-            elif self._pending:
-                self._send()
-            else:
-                return self.last_sequence
+            if inflight is None:
+                return
+            # Shielded: a caller cancelled here must not cancel the shared append.
+            with contextlib.suppress(Exception):  # recorded as self._error by _on_appended
+                await asyncio.shield(inflight)
+            self._on_appended(inflight)  # its scheduled callback may not have run yet
 
     def discard(self) -> None:
         """Drop pending chunks (the run lost its claim or is being abandoned)."""

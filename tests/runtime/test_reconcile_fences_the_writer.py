@@ -33,6 +33,27 @@ def in_run_task():
     return task is not None and task.get_name().startswith("helix-run-")
 
 
+def gate_completed_commit(monkeypatch, gate):
+    """Run ``await gate(commit)`` in place of the run's ``completed`` commit, on either path.
+
+    With the database stream manager that commit is one transaction with the run's last
+    chunks and its stream's end (``endings.acomplete_in_transaction``); elsewhere it is the
+    terminal commit alone, after ``finish`` was flushed.
+    """
+    original_commit, original_complete = endings.store.acommit_terminal, endings.acomplete_in_transaction
+
+    async def commit(run_id, status, **kwargs):
+        if status == RunStatus.COMPLETED and in_run_task():
+            return await gate(lambda: original_commit(run_id, status, **kwargs))
+        return await original_commit(run_id, status, **kwargs)
+
+    async def complete(*args):
+        return await gate(lambda: original_complete(*args))
+
+    monkeypatch.setattr(endings.store, "acommit_terminal", commit)
+    monkeypatch.setattr(endings, "acomplete_in_transaction", complete)
+
+
 async def chat_frames(session_id, run_id):
     """What the chat route sends a client that replays the run from its start."""
     chunks = await stream_chunks(session_id)
@@ -64,19 +85,18 @@ async def test_a_finish_written_after_the_reconcile_read_the_stream_is_fenced_ou
     """Recovery reads, the run then tries to finish, recovery commits: the finish must not land."""
     use_agents(default=agent({"TEXT": "one two three four", "PACE_TPS": 200}))
     at_complete, release_run, run_committing = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    original_complete, original_commit = endings.EndingsMixin._complete, endings.store.acommit_terminal
+    original_complete = endings.EndingsMixin._complete
     original_mark = store.amark_started_tool_executions_unknown
 
-    async def gated_complete(self, reason):
+    async def gated_complete(self, reason, **kwargs):
         at_complete.set()
         await release_run.wait()
-        return await original_complete(self, reason)
+        return await original_complete(self, reason, **kwargs)
 
-    async def executor_commit(run_id, status, **kwargs):
-        if status == RunStatus.COMPLETED and in_run_task():
-            run_committing.set()
-            await asyncio.sleep(0.2)  # the recovery commits first
-        return await original_commit(run_id, status, **kwargs)
+    async def executor_commit(commit):
+        run_committing.set()
+        await asyncio.sleep(0.2)  # the recovery commits first
+        return await commit()
 
     async def recovery_mark(run_id):
         release_run.set()  # the run goes on to its finish now, after the recovery read its chunks
@@ -85,7 +105,7 @@ async def test_a_finish_written_after_the_reconcile_read_the_stream_is_fenced_ou
         return await original_mark(run_id)
 
     monkeypatch.setattr(endings.EndingsMixin, "_complete", gated_complete)
-    monkeypatch.setattr(endings.store, "acommit_terminal", executor_commit)
+    gate_completed_commit(monkeypatch, executor_commit)
     monkeypatch.setattr("helix_django.recovery.outcomes.store.amark_started_tool_executions_unknown", recovery_mark)
     handle = await executor.execute(session, [user_message("hi")])
     await asyncio.wait_for(at_complete.wait(), 5)
@@ -95,26 +115,33 @@ async def test_a_finish_written_after_the_reconcile_read_the_stream_is_fenced_ou
     assert run.status == RunStatus.INTERRUPTED
 
 
-async def test_a_finish_written_before_the_reconcile_ends_the_run_completed(executor, session, use_agents, monkeypatch):
-    """The run flushed its finish and is about to commit: a forced reconcile completes it, never interrupts it."""
+async def test_a_run_about_to_commit_its_end_is_ended_by_a_reconcile_as_its_stream_shows(
+    executor, session, use_agents, monkeypatch
+):
+    """The run is about to commit its end: a forced reconcile ends it as its stream shows, never against it.
+
+    Where the run flushed ``finish`` before its terminal commit, the reconcile completes it;
+    with the database stream manager ``finish`` lands only with that commit, so the
+    reconcile interrupts it and the run's commit is fenced out.
+    """
     use_agents(default=agent({"TEXT": "one two three four", "PACE_TPS": 200}))
     committing, release = asyncio.Event(), asyncio.Event()
-    original_commit = endings.store.acommit_terminal
 
-    async def gated_commit(run_id, status, **kwargs):
-        if status == RunStatus.COMPLETED and in_run_task():
-            committing.set()
-            await release.wait()
-        return await original_commit(run_id, status, **kwargs)
+    async def gated_commit(commit):
+        committing.set()
+        await release.wait()
+        return await commit()
 
-    monkeypatch.setattr(endings.store, "acommit_terminal", gated_commit)
+    gate_completed_commit(monkeypatch, gated_commit)
     handle = await executor.execute(session, [user_message("hi")])
     await asyncio.wait_for(committing.wait(), 5)
     result = await aperform(MARK_INTERRUPTED, handle.run_id)
     release.set()
     await executor.wait(handle.run_id, 5)
-    assert result.outcome == "completed"
-    await assert_truthful(session.id, handle.run_id)
+    run = await assert_truthful(session.id, handle.run_id)
+    assert result.outcome == run.status
+    joined = get_stream_manager().joins_transactions_of("default")
+    assert run.status == (RunStatus.INTERRUPTED if joined else RunStatus.COMPLETED)
 
 
 async def test_a_run_that_committed_its_end_during_the_reconcile_leaves_its_stream_ended(
@@ -123,16 +150,14 @@ async def test_a_run_that_committed_its_end_during_the_reconcile_leaves_its_stre
     """The run committed completed, then the reconcile fenced its stream: the fence is released as completed."""
     use_agents(default=agent({"TEXT": "one two three four", "PACE_TPS": 200}))
     committed, release = asyncio.Event(), asyncio.Event()
-    original_commit = endings.store.acommit_terminal
 
-    async def commit_then_wait(run_id, status, **kwargs):
-        checkpoint = await original_commit(run_id, status, **kwargs)
-        if status == RunStatus.COMPLETED and in_run_task():
-            committed.set()
-            await release.wait()
+    async def commit_then_wait(commit):
+        checkpoint = await commit()
+        committed.set()
+        await release.wait()
         return checkpoint
 
-    monkeypatch.setattr(endings.store, "acommit_terminal", commit_then_wait)
+    gate_completed_commit(monkeypatch, commit_then_wait)
     handle = await executor.execute(session, [user_message("hi")])
     await asyncio.wait_for(committed.wait(), 5)
     run = await Run.objects.aget(pk=handle.run_id)

@@ -179,7 +179,7 @@ async def test_run_started_does_not_hold_up_the_handle_and_a_failing_receiver_is
             if received:
                 break
             await asyncio.sleep(0.02)
-        assert received == [(handle.run_id, "starting")]
+        assert received == [(handle.run_id, "streaming")]  # its task starts with the commit (issue 23)
         assert any("run_started receiver failed" in r.getMessage() for r in caplog.records)
     finally:
         run_started.disconnect(dispatch_uid="test-failing-receiver")

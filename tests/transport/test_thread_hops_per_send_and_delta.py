@@ -6,6 +6,8 @@ more CPU than the transaction it carries. Counted here through the event loop's
 
 - before a new chat's first byte: at most 2 (the host's middleware with authentication
   and the session read; the run-start commit with the stream claim and the opening chunks);
+- per send, at most 3 besides the flushes while the answer streams: those two and the
+  run's last writes (issue 23's "at most 3 thread hops per send");
 - while the answer streams to a reader at the head: no read of the stream reaches the
   database (the tail serves it), and the response's own task makes no hop.
 """
@@ -114,12 +116,20 @@ async def _send(key: str, pace: float):
 async def test_a_new_chat_waits_for_two_thread_hops_before_its_first_byte():
     key = await _token()
     before, after, _frames = await _send(key, pace=0)
-    # The request's own hops; the run's task (helix-run-*) and its announcement run beside it.
-    waited = [name for name, task in before if not task.startswith("helix-run") and not name.startswith("Signal.asend")]
+    # The request's own hops; the run's task (helix-run-*) and its flushes run beside it.
+    waited = [name for name, task in before if not task.startswith("helix-run") and "append" not in name]
     assert waited == ["_admit", "start_run"], waited  # a small body is checked on the loop, the claim joins the start
-    # The send's own hops, besides the flushes of its answer (none on SQLite, one per flush elsewhere).
+
+
+async def test_a_send_makes_three_thread_hops_besides_the_flushes_of_its_answer():
+    key = await _token()
+    before, after, _frames = await _send(key, pace=0)
+    # The send's own hops, besides the flushes of its answer while it streams (one per flush,
+    # or none with INLINE_WRITES): the host's middleware and the session read, the run-start
+    # commit (the claim, the opening chunks, the status, the conversation), the run's last
+    # writes (its last step, the terminal commit, the last chunks and the stream's end).
     per_send = [name for name, _task in before + after if "append" not in name]
-    assert len(per_send) <= 8, per_send  # 15 before issue 23: see docs/performance.md, "Through the real server"
+    assert per_send == ["_admit", "start_run", "complete_in_transaction"], per_send  # 15 before issue 23
 
 
 async def test_deltas_reach_a_reader_at_the_head_without_a_thread_hop():

@@ -60,8 +60,8 @@ async def test_a_run_cancelled_before_its_run_started_receivers_ran(executor, se
     assert await executor.wait(handle.run_id, 10) == "cancelled"
     assert received == []
     executor.runner.loop.call_soon_threadsafe(gate.set)
-    assert await _received(received, 1) == [(handle.run_id, "starting")]
-    assert handle.run.status == "starting"  # the handle's copy, not the run task's object
+    assert await _received(received, 1) == [(handle.run_id, "streaming")]
+    assert handle.run.status == "streaming"  # the handle's copy, not the run task's object
     info = await get_stream_manager().get_info(session.stream_id)
     assert (info.status, info.end_status) == ("ended", "cancelled")
     snapshot = await abuild_snapshot(session.id)
@@ -77,7 +77,7 @@ async def test_a_run_superseded_before_its_run_started_receivers_ran(executor, s
     assert await executor.wait(first.run_id, 10) == "superseded"
     executor.runner.loop.call_soon_threadsafe(gate.set)
     assert await executor.wait(second.run_id, 10) == "completed"
-    assert await _received(received, 2) == [(first.run_id, "starting"), (second.run_id, "starting")]
+    assert await _received(received, 2) == [(first.run_id, "streaming"), (second.run_id, "streaming")]
     assert (await Run.objects.aget(pk=first.run_id)).status == "superseded"  # never set live again by its task
     snapshot = await abuild_snapshot(session.id)
     assert snapshot["runId"] == second.run_id and snapshot["status"] == "ended"
