@@ -1,20 +1,18 @@
 """How a run ends: completed, suspended, failed, interrupted or cancelled (fenced writes only).
 
-Every ending flushes the writer before its commit (the commit's ``stream_sequence`` is the
-writer's last sequence), then writes ``helix-run-end`` and ends, pauses or fails the
-stream. A partial answer is committed marked partial, with the same ``helix`` message
-metadata the client received in a ``message-metadata`` chunk, never as a finished
-answer (000, "Store partial output explicitly"). Cancel is distinct from failure: the
-stream *ends* with ``cancelled``; a failure *fails* it with the typed, scrubbed error.
+Every ending stores the writer's chunks before its commit (the commit's ``stream_sequence``
+is the last one's sequence), then writes ``helix-run-end`` and ends, pauses or fails the
+stream; a completion does it in one thread hop (:mod:`.completion`). A partial answer is
+committed marked partial, with the same ``helix`` message metadata the client received
+in a ``message-metadata`` chunk, never as a finished answer (000, "Store partial output
+explicitly"). Cancel is distinct from failure: the stream *ends* with ``cancelled``; a
+failure *fails* it with the typed, scrubbed error.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
-
-from django.db import transaction
 
 from helix_django import store
 from helix_django.errors import (
@@ -25,66 +23,12 @@ from helix_django.errors import (
     StreamFenceError,
 )
 from helix_django.models import Run, RunStatus
-from helix_django.orm import retrying
+from helix_django.runtime.completion import Completion, acommit_completion, acomplete_in_transaction
 from helix_django.signals import run_finished
 from helix_django.store.commits import helix_metadata
 from helix_django.store.reads import write_alias
 
 logger = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class StepCommit:
-    """A finished step to commit: its response message, number, and ``helix-step-committed`` chunk.
-
-    The chunk's ``checkpointId`` is set once the step's checkpoint exists (in the transaction).
-    """
-
-    message: dict[str, Any]
-    number: int
-    committed_chunk: dict[str, Any]
-
-
-def complete_in_transaction(
-    manager: Any,
-    writer: Any,
-    step_chunks: list[dict[str, Any]],
-    step: StepCommit,
-    finish: dict[str, Any],
-    message: dict[str, Any],
-    end: dict[str, Any],
-) -> tuple[Any, list[Any]]:
-    """A run's last writes in one transaction, on the ORM's thread (issue 23: one thread hop, one commit).
-
-    In order, as separate writes would store them: the step's last chunks (``finish-step``
-    last), its step commit, ``helix-step-committed`` and ``finish``, the terminal commit
-    (``completed``, with ``message``), ``helix-run-end``, the stream's end. The session
-    row is locked first, as every run write locks it. Returns (the terminal checkpoint,
-    the stream writes for ``manager.wrote_in_transaction``). Raises RunSupersededError /
-    StreamFenceError (nothing is written). Safe to run again after a failed attempt: its
-    transaction committed nothing.
-    """
-    run_id, stream_id = writer.run_id, writer.stream_id
-    with transaction.atomic(using=write_alias()):
-        store.lock_run(run_id)
-        writes = [manager.append_in_transaction(stream_id, run_id, step_chunks)]
-        checkpoint = store.commit_step(
-            run_id,
-            response_message=step.message,
-            stream_sequence=writes[-1].sequences[-1] if step_chunks else writer.last_sequence,
-            step_count=step.number,
-        )
-        step.committed_chunk["checkpointId"] = checkpoint.id
-        writes.append(manager.append_in_transaction(stream_id, run_id, [step.committed_chunk, finish]))
-        terminal = store.commit_terminal(
-            run_id, RunStatus.COMPLETED, response_message=message, stream_sequence=writes[-1].sequences[-1]
-        )
-        writes.append(manager.append_in_transaction(stream_id, run_id, [end]))
-        writes.append(manager.end_in_transaction(stream_id, run_id, end_status="completed"))
-    return terminal, writes
-
-
-acomplete_in_transaction = retrying(complete_in_transaction, what="run completion")
 
 
 class EndingsMixin:
@@ -102,31 +46,47 @@ class EndingsMixin:
     prepare: Any
     flush: Any
     step_committed: Any
-    _commit_step: Any
 
     def _helix_metadata(self, status: str, cancelled_by: str = "") -> dict[str, Any]:
         return {"helix": helix_metadata(self.run_id, status, cancelled_by=cancelled_by)}
 
     async def _complete(self, reason: str, *, step_done: bool = False) -> str:
-        """Complete the run; ``step_done``: its last step ended and is not committed yet.
-
-        With a stream manager that joins the store's transactions, that step's commit, the
-        terminal commit and the stream's end are one transaction and one thread hop
-        (:func:`complete_in_transaction`); elsewhere each is a write of its own.
-        """
-        if step_done and self.manager.joins_transactions_of(write_alias()):
-            return await self._complete_in_one_transaction(reason)
-        if step_done:
-            await self._commit_step()
+        """Complete the run, committing its last step too when ``step_done``: one thread hop (:mod:`.completion`)."""
+        step_message = self.acc.snapshot() if step_done else None
+        step_committed = self.prepare(self.step_committed(None)) if step_done else None
         self.is_ending = True
         self.emit(self._finish_chunk(reason))
-        sequence = await self.flush()
-        checkpoint = await store.acommit_terminal(
-            self.run_id, RunStatus.COMPLETED, response_message=self.acc.snapshot(), stream_sequence=sequence
+        chunks = await self.writer.take()  # ..., finish-step, finish
+        completion = Completion(
+            chunks=chunks,
+            message=self.acc.snapshot(),
+            end=self.prepare({"type": "helix-run-end", "status": "completed"}),
+            stored_sequence=self.writer.last_sequence,
+            step_message=step_message,
+            step_number=self.step,
+            step_committed=step_committed,
         )
-        self.emit({"type": "helix-run-end", "status": "completed"})
-        await self.flush()
-        await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="completed")
+        stream_id = self.writer.stream_id
+        if self.manager.joins_transactions_of(write_alias()):
+            try:
+                checkpoint, writes = await acomplete_in_transaction(self.manager, stream_id, self.run_id, completion)
+            except BaseException:
+                self.writer.restore(chunks[:-1])  # not stored: the ending that follows stores them (not finish)
+                raise
+            self.writer.last_sequence = writes[1].sequences[-1]
+            self.manager.wrote_in_transaction(stream_id, writes)
+        else:
+            try:
+                sequences = await self.manager.append(stream_id, self.run_id, completion.chunks)
+            except BaseException:
+                self.writer.restore(chunks[:-1])
+                raise
+            self.writer.last_sequence = sequences[-1]
+            checkpoint = await acommit_completion(completion, self.run_id, sequences)
+            for chunk in completion.closing():
+                self.writer.write(chunk)
+            await self.flush()
+            await self.manager.end_stream(stream_id, self.run_id, end_status="completed")
         assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
         return await self._finished(checkpoint.run, RunStatus.COMPLETED)
 
@@ -135,25 +95,6 @@ class EndingsMixin:
         if self.usage:
             metadata["usage"] = dict(self.usage)
         return {"type": "finish", "finishReason": reason, "messageMetadata": metadata}
-
-    async def _complete_in_one_transaction(self, reason: str) -> str:
-        """The last step's commit, ``finish``, the terminal commit and the stream's end: one hop, one commit."""
-        step_chunks = await self.writer.take()  # the step's unflushed chunks, ``finish-step`` last
-        step = StepCommit(self.acc.snapshot(), self.step, self.prepare(self.step_committed(None)))
-        self.is_ending = True
-        finish = self.prepare(self._finish_chunk(reason))
-        end = self.prepare({"type": "helix-run-end", "status": "completed"})
-        try:
-            checkpoint, writes = await acomplete_in_transaction(
-                self.manager, self.writer, step_chunks, step, finish, self.acc.snapshot(), end
-            )
-        except BaseException:
-            self.writer.restore(step_chunks)  # nothing was stored: the ending that follows stores them
-            raise
-        self.writer.last_sequence = writes[-2].sequences[-1]
-        self.manager.wrote_in_transaction(self.writer.stream_id, writes)
-        assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
-        return await self._finished(checkpoint.run, RunStatus.COMPLETED)
 
     async def _suspend(self) -> str:
         self.is_ending = True

@@ -469,6 +469,34 @@ def commit_terminal(
     return cp
 
 
+def commit_completion(
+    run_id: str,
+    *,
+    response_message: dict[str, Any],
+    stream_sequence: int,
+    step_message: dict[str, Any] | None = None,
+    step_sequence: int = 0,
+    step_count: int = 0,
+) -> tuple[Checkpoint | None, Checkpoint]:
+    """Complete the run, with its last step when ``step_message`` is given, in one transaction.
+
+    The step commit (:func:`commit_step`, at ``step_sequence``) then the terminal commit
+    (:func:`commit_terminal`, ``completed``, at ``stream_sequence``): a run's last step and
+    its end are one thread hop (issue 23). Returns (the step checkpoint or None, the
+    terminal checkpoint). Raises RunSupersededError (nothing is written).
+    """
+    with transaction.atomic(using=reads.write_alias()):
+        step = None
+        if step_message is not None:
+            step = commit_step(
+                run_id, response_message=step_message, stream_sequence=step_sequence, step_count=step_count
+            )
+        terminal = commit_terminal(
+            run_id, RunStatus.COMPLETED, response_message=response_message, stream_sequence=stream_sequence
+        )
+    return step, terminal
+
+
 def lock_run(run_id: str) -> None:
     """Inside the caller's transaction: lock the run's session and check the run may still write.
 
@@ -510,4 +538,5 @@ astart_run = sync_to_async(start_run)
 # transaction, so a failed attempt committed nothing.
 acommit_step = retrying(commit_step)
 acommit_terminal = retrying(commit_terminal)
+acommit_completion = retrying(commit_completion)
 aupdate_run = retrying(update_run)

@@ -1,10 +1,11 @@
-"""A run's last writes are one transaction (issue 23): its last step, the terminal commit, its last chunks, the end.
+"""A run's completion is one transaction (issue 23): its last step, the terminal commit, its last chunks, the end.
 
 With the database stream manager on the store's database, a run that completes with its
-step commits that step, writes ``helix-step-committed`` and ``finish``, commits the run
-``completed``, writes ``helix-run-end`` and ends its stream in one transaction and one
-thread hop, stored in the order separate writes would store them. A failure among them
-leaves none of them, and the ending that follows stores the step's chunks: no text is lost.
+step stores its last chunks with ``finish-step`` and ``finish``, commits the step and the
+run ``completed``, writes ``helix-step-committed`` and ``helix-run-end`` and ends its
+stream in one transaction and one thread hop (``runtime/completion.py``). A failure among
+them leaves none of them, and the ending that follows stores the step's chunks (never
+``finish``): no text is lost, and no ``finish`` precedes a failure.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ async def test_a_completed_runs_last_chunks_and_commits_are_stored_in_order(exec
     assert await executor.wait(handle.run_id, 10) == "completed"
     stored = [(seq, chunk) for seq, chunk in await stream_chunks(session.id) if chunk.get("_run") == handle.run_id]
     last = {chunk["type"]: (seq, chunk) for seq, chunk in stored[-4:]}
-    assert list(last) == ["finish-step", "helix-step-committed", "finish", "helix-run-end"]
+    assert list(last) == ["finish-step", "finish", "helix-step-committed", "helix-run-end"]
     (start, *_), (step, step_at, step_id), (terminal, terminal_at, _id) = await _checkpoints(handle.run_id)
     assert (start, step, terminal) == ("run_start", "step", "terminal")
     assert step_at == last["finish-step"][0] and terminal_at == last["finish"][0]  # each commit's cursor
@@ -92,7 +93,7 @@ async def test_a_failure_among_the_last_writes_leaves_none_of_them_and_loses_no_
         await sync_to_async(refusing.__exit__)(None, None, None)
     run = await Run.objects.aget(pk=handle.run_id)
     assert run.error_code == "framework_internal_error"
-    # The step commit, finish and the completed ending rolled back with the refused write.
+    # The step commit, finish and the completion rolled back with the refused write.
     assert [kind for kind, _at, _id in await _checkpoints(handle.run_id)] == ["run_start", "terminal"]
     kinds = [chunk["type"] for chunk in run_chunks(await stream_chunks(session.id), handle.run_id)]
     assert "finish" not in kinds and "helix-step-committed" not in kinds

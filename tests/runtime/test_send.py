@@ -36,7 +36,7 @@ async def test_plain_send_streams_and_commits_the_reply(executor, session, use_a
 
     types = [c["type"] for c in seen]
     assert types[:3] == ["helix-run-start", "start", "start-step"]
-    assert types[-3:] == ["helix-step-committed", "finish", "helix-run-end"]
+    assert types[-4:] == ["finish-step", "finish", "helix-step-committed", "helix-run-end"]
     assert seen[0] == {
         "type": "helix-run-start",
         "runId": handle.run_id,

@@ -10,6 +10,8 @@ more CPU than the transaction it carries. Counted here through the event loop's
   run's last writes (issue 23's "at most 3 thread hops per send");
 - while the answer streams to a reader at the head: no read of the stream reaches the
   database (the tail serves it), and the response's own task makes no hop.
+
+Counted on every stream manager (database, memory, Redis) with the store on the test database.
 """
 
 from __future__ import annotations
@@ -25,10 +27,14 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from helix_django.models import Run
+from helix_django.streams import reset_stream_managers
+from tests.streams.conftest import BACKENDS, redis_options
 from tests.transport.conftest import agent_settings, new_session_id, send_body, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 READS = {"DatabaseStreamManager._read_sync", "DatabaseStreamManager._info_sync"}
+#: The run's completion: one transaction with its stream (database manager), or its commits alone.
+COMPLETION = {"database": "complete_in_transaction", "memory": "Completion.commit", "redis": "Completion.commit"}
 REPLY = " ".join(f"w{i}" for i in range(40))
 
 
@@ -71,7 +77,18 @@ async def _token() -> str:
     return await asyncio.to_thread(create)
 
 
-async def _send(key: str, pace: float):
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request):
+    """The stream manager of each backend (the store is the test database)."""
+    manager = dict(BACKENDS[request.param])
+    if request.param == "redis":
+        manager["OPTIONS"] = redis_options()
+    reset_stream_managers()
+    yield request.param, manager
+    reset_stream_managers()
+
+
+async def _send(key: str, pace: float, manager: dict):
     """POST a new chat; return (hops before the first chunk frame, hops after it to [DONE], frames)."""
     from tests.asgi import application
 
@@ -90,7 +107,9 @@ async def _send(key: str, pace: float):
         "server": ("testserver", 80),
         "scheme": "http",
     }
-    with override_settings(HELIX={**agent_settings(TEXT=REPLY, PACE_TPS=pace)}):
+    with override_settings(
+        HELIX={**agent_settings(TEXT=REPLY, PACE_TPS=pace), "STREAM_MANAGERS": {"default": manager}}
+    ):
         communicator = ApplicationCommunicator(application, scope)
         with HopCounter(asyncio.get_running_loop()) as counter:
             await communicator.send_input({"type": "http.request", "body": body, "more_body": False})
@@ -113,32 +132,33 @@ async def _send(key: str, pace: float):
     return before, after, frames
 
 
-async def test_a_new_chat_waits_for_two_thread_hops_before_its_first_byte():
+async def test_a_new_chat_waits_for_two_thread_hops_before_its_first_byte(backend):
     key = await _token()
-    before, after, _frames = await _send(key, pace=0)
+    before, after, _frames = await _send(key, pace=0, manager=backend[1])
     # The request's own hops; the run's task (helix-run-*) and its flushes run beside it.
     waited = [name for name, task in before if not task.startswith("helix-run") and "append" not in name]
     assert waited == ["_admit", "start_run"], waited  # a small body is checked on the loop, the claim joins the start
 
 
-async def test_a_send_makes_three_thread_hops_besides_the_flushes_of_its_answer():
+async def test_a_send_makes_three_thread_hops_besides_the_flushes_of_its_answer(backend):
     key = await _token()
-    before, after, _frames = await _send(key, pace=0)
+    before, after, _frames = await _send(key, pace=0, manager=backend[1])
     # The send's own hops, besides the flushes of its answer while it streams (one per flush,
     # or none with INLINE_WRITES): the host's middleware and the session read, the run-start
     # commit (the claim, the opening chunks, the status, the conversation), the run's last
     # writes (its last step, the terminal commit, the last chunks and the stream's end).
     per_send = [name for name, _task in before + after if "append" not in name]
-    assert per_send == ["_admit", "start_run", "complete_in_transaction"], per_send  # 15 before issue 23
+    assert per_send == ["_admit", "start_run", COMPLETION[backend[0]]], per_send  # 15 before issue 23
 
 
-async def test_deltas_reach_a_reader_at_the_head_without_a_thread_hop():
+async def test_deltas_reach_a_reader_at_the_head_without_a_thread_hop(backend):
     key = await _token()
-    _before, after, frames = await _send(key, pace=100)
+    _before, after, frames = await _send(key, pace=100, manager=backend[1])
     deltas = sum(frame.count(b'"text-delta"') for frame in frames)
     assert deltas >= 5  # the answer streamed over many frames (coalescing merges some)
     assert [name for name, _task in after if name in READS] == []
     # The response's own task (the one that authenticated) makes no hop while it delivers.
     request_task = next(task for name, task in _before if name == "_admit")
     assert [name for name, task in after if task == request_task] == []
-    # (its answer's flushes are the run's hops, one per flush: INLINE_WRITES, opt-in, commits them on the loop)
+    # (with the database manager its answer's flushes are the run's hops, one per flush:
+    # INLINE_WRITES, opt-in, commits them on the loop; Redis and memory flushes make none)

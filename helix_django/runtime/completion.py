@@ -1,0 +1,84 @@
+"""A run's completion in one thread hop (issue 23): its last step's commit, the terminal commit, its last chunks.
+
+The chunks are stored in the order separate writes would store them on every stream
+manager: the run's unflushed chunks with ``finish-step`` (when its last step ends here)
+and ``finish``; then, in one transaction, the step commit and the terminal commit
+(``completed``); then ``helix-step-committed`` naming the step's checkpoint and
+``helix-run-end``; then the stream's end. With the database stream manager on the
+store's database all of it is one transaction (:func:`complete_in_transaction`): it
+lands whole or not at all. Elsewhere (Redis, memory) the stream writes make no thread
+hop and the two commits are one (:func:`helix_django.store.commit_completion`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from django.db import transaction
+
+from helix_django import store
+from helix_django.orm import retrying
+from helix_django.store.reads import write_alias
+from helix_django.streams.base import Chunk
+
+
+@dataclasses.dataclass
+class Completion:
+    """What a completing run writes last (the chunks prepared: stamped and applied to its message).
+
+    ``chunks``: the writer's unflushed chunks, ``finish`` last (``finish-step`` right
+    before it, unless already stored at ``stored_sequence``). ``message``: the response
+    message as completed. ``step_message``, ``step_number``, ``step_committed``: the last
+    step to commit with it (None when no step ends here); its ``helix-step-committed``
+    chunk gets its ``checkpointId`` once the step checkpoint exists.
+    """
+
+    chunks: list[Chunk]
+    message: dict[str, Any]
+    end: Chunk
+    stored_sequence: int
+    step_message: dict[str, Any] | None = None
+    step_number: int = 0
+    step_committed: Chunk | None = None
+
+    def commit(self, run_id: str, sequences: list[int]) -> Any:
+        """Commit the step and the completion, the chunks stored at ``sequences``; return the terminal checkpoint."""
+        stored_step_end = sequences[-2] if len(sequences) >= 2 else self.stored_sequence
+        step, terminal = store.commit_completion(
+            run_id,
+            response_message=self.message,
+            stream_sequence=sequences[-1],
+            step_message=self.step_message,
+            step_sequence=stored_step_end,
+            step_count=self.step_number,
+        )
+        if step is not None and self.step_committed is not None:
+            self.step_committed["checkpointId"] = step.id
+        return terminal
+
+    def closing(self) -> list[Chunk]:
+        """The chunks written after the commits: ``helix-step-committed`` (with a step), ``helix-run-end``."""
+        return [chunk for chunk in (self.step_committed, self.end) if chunk is not None]
+
+
+def complete_in_transaction(manager: Any, stream_id: str, run_id: str, completion: Completion) -> tuple[Any, list]:
+    """Store and commit ``completion`` in one transaction, on the ORM's thread (the database stream manager).
+
+    The session row is locked first, as every run write locks it. Returns (the terminal
+    checkpoint, the stream writes for ``manager.wrote_in_transaction``). Raises
+    RunSupersededError / StreamFenceError: nothing is written. Safe to run again after a
+    failed attempt: its transaction committed nothing.
+    """
+    with transaction.atomic(using=write_alias()):
+        store.lock_run(run_id)
+        first = manager.append_in_transaction(stream_id, run_id, completion.chunks)
+        terminal = completion.commit(run_id, first.sequences)
+        last = manager.append_in_transaction(stream_id, run_id, completion.closing())
+        ended = manager.end_in_transaction(stream_id, run_id, end_status="completed")
+    return terminal, [first, last, ended]
+
+
+acomplete_in_transaction = retrying(complete_in_transaction, what="run completion")
+acommit_completion = retrying(Completion.commit, what="run completion")
+"""``await acommit_completion(completion, run_id, sequences)``: :meth:`Completion.commit` on the ORM's thread."""
