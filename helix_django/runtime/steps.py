@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 from typing import TYPE_CHECKING
 
 from helix_django import store
@@ -27,6 +28,11 @@ from helix_django.runtime.providers.base import (
     TextDelta,
     ToolCall,
 )
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as idle_deadline
+else:  # pragma: no cover - the backport of asyncio.timeout (same API)
+    from async_timeout import timeout as idle_deadline
 
 if TYPE_CHECKING:
     from helix_django.runtime.agent import RunLoop
@@ -76,16 +82,19 @@ class AttemptStreamer:
         )
         finish: Finish | None = None
         events = self.provider.stream(request)
+        idle = self.loop.agent.idle_timeout_seconds
+        clock = asyncio.get_running_loop()
         try:
-            while True:
-                try:
-                    event = await asyncio.wait_for(anext(events), self.loop.agent.idle_timeout_seconds)
-                except StopAsyncIteration:
-                    break
-                except asyncio.TimeoutError:
-                    # A provider that stopped sending is a cut stream, not a finished answer.
-                    raise ProviderError(retryable=True, cause="stream_dropped") from None
-                finish = await self._apply(event) or finish
+            try:
+                # One deadline moved at each event, not a wait_for per event (on 3.11 a task
+                # each, and a cancel landing as the event arrives could be lost in it).
+                async with idle_deadline(idle) as deadline:
+                    async for event in events:
+                        finish = await self._apply(event) or finish
+                        deadline.reschedule(clock.time() + idle)
+            except asyncio.TimeoutError:
+                # A provider that stopped sending is a cut stream, not a finished answer.
+                raise ProviderError(retryable=True, cause="stream_dropped") from None
         except ProviderError as exc:
             # Once the operation exists, a retryable failure of its stream is a cut, not its outcome.
             if not self.operation_id or not exc.is_retryable:
