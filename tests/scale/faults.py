@@ -135,10 +135,10 @@ class Site:
         elif fault == "sqlite_disk_full":
             assert self.mounted, "sqlite_disk_full needs root (a tmpfs of its own)"
             filler = os.path.join(self.dir, "filler")
-            with open(filler, "wb") as handle, contextlib.suppress(OSError):
+            # Unbuffered: a buffered file's close would flush what the full disk refused and raise.
+            with open(filler, "wb", buffering=0) as handle, contextlib.suppress(OSError):
                 while True:
                     handle.write(b"\0" * 65536)
-                    handle.flush()
             time.sleep(5)
             os.remove(filler)
 
