@@ -94,7 +94,7 @@ class DatabaseStreamManager(BaseStreamManager):
             stream_table=self._stream_table,
             encode=_encode,
             info_of=_info_of,
-            inline=bool(options.get("INLINE_WRITES", False)),
+            inline=bool(options.get("INLINE_WRITES", True)),
         )
         """How appends are committed: on the loop for SQLite where that never waits (:mod:`.group_commit`)."""
         self.tail = TailCache(
