@@ -50,7 +50,7 @@ def _uncap_pages() -> None:
         cursor.execute("PRAGMA max_page_count = 4294967294")
 
 
-@pytest.mark.parametrize("options", [{}, {"INLINE_WRITES": True}], ids=["orm_thread", "inline"])
+@pytest.mark.parametrize("options", [{"INLINE_WRITES": False}, {"INLINE_WRITES": True}], ids=["orm_thread", "inline"])
 async def test_an_append_commits_while_another_batch_waits_to_retry_a_full_disk(options):
     manager = DatabaseStreamManager("default", options)
     await manager.claim_stream("big", "run_a", epoch=1)
