@@ -20,9 +20,9 @@ from typing import Any
 from django.db import DatabaseError, connections, router, transaction
 from django.utils import timezone
 
-from helix_django.errors import StreamFenceError
+from helix_django.errors import StreamConnectionError, StreamFenceError
 from helix_django.models import Stream, StreamChunk
-from helix_django.orm import retry_transient, sync_to_async
+from helix_django.orm import FIRST_RETRY_DELAY_SECONDS, TRANSIENT_ERRORS, retry_transient, sync_to_async
 from helix_django.streams.base import (
     ACTIVE,
     ENDED,
@@ -95,7 +95,7 @@ class DatabaseStreamManager(BaseStreamManager):
             stream_table=self._stream_table,
             encode=_encode,
             info_of=_info_of,
-            inline=bool(options.get("INLINE_WRITES", False)),
+            inline=bool(options.get("INLINE_WRITES", True)),
         )
         """How appends are committed: on the loop for SQLite where that never waits (:mod:`.group_commit`)."""
         self.tail = TailCache(
@@ -104,6 +104,8 @@ class DatabaseStreamManager(BaseStreamManager):
         """Recent chunks this process appended, served to live readers without a query (:mod:`.tail`)."""
         self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
         self._last_pending: tuple[asyncio.AbstractEventLoop, _Pending] | None = None
+        self._retries: set[asyncio.Task[None]] = set()
+        """Batches retrying a failed commit on their own (:meth:`_retry`; held so they are not collected)."""
         from helix_django.streams.broadcast import attach_broadcast
 
         attach_broadcast(self)
@@ -395,7 +397,14 @@ class DatabaseStreamManager(BaseStreamManager):
             loop.create_task(self._checkpoint())
 
     async def _drain(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
-        """Commit queued appends until none is left: inline where possible, else on the ORM's thread."""
+        """Commit queued appends until none is left: inline where possible, else on the ORM's thread.
+
+        A batch whose commit fails transiently (``TRANSIENT_ERRORS``: a full disk, a lost
+        connection) retries on a task of its own (:meth:`_retry`), so the appends queued
+        meanwhile never wait behind its backoff: other streams', and a recovery closing the
+        stream of a run whose writer is stuck (the disk-full fault's lost chunks,
+        ``tests/streams/test_appends_never_wait_behind_a_failed_batchs_retries.py``).
+        """
         try:
             while pending.queue:
                 batch, pending.queue = pending.queue, []
@@ -403,15 +412,42 @@ class DatabaseStreamManager(BaseStreamManager):
                 try:
                     results = self.group.run_inline(requests)
                     if results is None:
-                        results = await self._call("append", self._append_many_sync, requests, retry=True)
-                except Exception as exc:  # StreamConnectionError: nothing of this batch was stored
-                    for *_request, future in batch:
-                        if not future.done():
-                            future.set_exception(exc)
+                        results = await self._call("append", self._append_many_sync, requests)
+                except StreamConnectionError as exc:
+                    if isinstance(exc.__cause__, TRANSIENT_ERRORS):  # nothing of it was stored: it retries alone
+                        retry = loop.create_task(self._retry(batch, requests))
+                        self._retries.add(retry)
+                        retry.add_done_callback(self._retries.discard)
+                    else:
+                        self._fail(batch, exc)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - each append's future gets it
+                    self._fail(batch, exc)
                     continue
                 self._settle(batch, results)
         finally:
             pending.draining = False
+
+    async def _retry(self, batch: list[Any], requests: list[tuple[str, str, list[Chunk]]]) -> None:
+        """Commit a batch whose first commit failed, retrying as :func:`~helix_django.orm.retry_transient` does.
+
+        Its first retry comes FIRST_RETRY_DELAY_SECONDS after that failure; it gives up
+        ``DATABASE_RETRY_SECONDS`` after its first retry failed (StreamConnectionError).
+        """
+        await asyncio.sleep(FIRST_RETRY_DELAY_SECONDS)
+        try:
+            results = await self._call("append", self._append_many_sync, requests, retry=True)
+        except Exception as exc:  # noqa: BLE001 - StreamConnectionError: nothing of this batch was stored
+            self._fail(batch, exc)
+            return
+        self._settle(batch, results)
+
+    @staticmethod
+    def _fail(batch: list[Any], exc: BaseException) -> None:
+        """Fail every append of ``batch`` with ``exc`` (nothing of it was stored)."""
+        for *_request, future in batch:
+            if not future.done():
+                future.set_exception(exc)
 
     def _settle(self, batch: list[Any], results: list[Any]) -> None:
         """Resolve each append's future with its sequences (or its fence error), record the tail, wake readers."""

@@ -9,12 +9,10 @@ error fails the whole batch.
 
 Where the statements run (docs/performance.md, "Per-delta cost"):
 
-- **on the event loop, SQLite** (:class:`InlineSqlite`; opt-in, ``OPTIONS["INLINE_WRITES"]``:
-  with it, a disk-full fault lost committed chunks in ``tests/scale/test_database_faults.py``,
-  cause not found): a private connection to the
-  same file that never waits: it has a zero busy timeout (whatever the alias's
-  ``init_command`` sets) and never
-  checkpoints (``wal_autocheckpoint=0``; checkpoints run on the ORM's thread, see
+- **on the event loop, SQLite** (:class:`InlineSqlite`; ``OPTIONS["INLINE_WRITES"]``, default
+  True): a private connection to the same file that never waits: it has a zero busy
+  timeout (whatever the alias's ``init_command`` sets) and never checkpoints
+  (``wal_autocheckpoint=0``; checkpoints run on the ORM's thread, see
   :attr:`InlineSqlite.checkpoint_due`). Only for a WAL database whose commits do not
   sync (``synchronous`` NORMAL or OFF, the embedded default), so a commit is a write to
   the page cache. When the database is locked, or anything else fails, the batch goes

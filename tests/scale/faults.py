@@ -11,7 +11,9 @@ one completes (the server's self-recovery).
 
 One site serves the PostgreSQL faults, another the SQLite ones, in order. Faults: ``pg_restart`` (fast stop, start), ``pg_terminate`` (``pg_terminate_backend`` of
 every site connection), ``pg_stop_20s``, ``sqlite_locked_15s`` (another process holds the
-write lock), ``sqlite_disk_full`` (the disk fills for 5 s, then is freed).
+write lock), ``sqlite_disk_full`` (the disk fills for 5 s, then is freed). ``HELIX_FAULTS_INLINE_WRITES=1``
+runs the site with the database stream manager's ``INLINE_WRITES`` on (SQLite appends
+committed on the event loop, :mod:`helix_django.streams.group_commit`).
 
 Report per fault: injections, runs completed, typed errors (by code), continuations
 (resumes after a drop), chunks lost (stored, never delivered), chunks doubled (a
@@ -81,7 +83,14 @@ class Site:
         self.dir = tempfile.mkdtemp(prefix="helix-faults-")
         self.postgres: PostgresServer | None = None
         self.mounted = False
-        env = {"HELIX_TEST_OVERRIDES": json.dumps(HELIX)}
+        helix = dict(HELIX)
+        if os.environ.get("HELIX_FAULTS_INLINE_WRITES"):
+            manager = {
+                "BACKEND": "helix_django.streams.database.DatabaseStreamManager",
+                "OPTIONS": {"INLINE_WRITES": True},
+            }
+            helix["STREAM_MANAGERS"] = {"default": manager}
+        env = {"HELIX_TEST_OVERRIDES": json.dumps(helix)}
         if kind == "pg":
             self.postgres = PostgresServer().init()
             env["HELIX_TEST_DATABASE_URL"] = self.postgres.url("helix")
@@ -126,10 +135,10 @@ class Site:
         elif fault == "sqlite_disk_full":
             assert self.mounted, "sqlite_disk_full needs root (a tmpfs of its own)"
             filler = os.path.join(self.dir, "filler")
-            with open(filler, "wb") as handle, contextlib.suppress(OSError):
+            # Unbuffered: a buffered file's close would flush what the full disk refused and raise.
+            with open(filler, "wb", buffering=0) as handle, contextlib.suppress(OSError):
                 while True:
                     handle.write(b"\0" * 65536)
-                    handle.flush()
             time.sleep(5)
             os.remove(filler)
 

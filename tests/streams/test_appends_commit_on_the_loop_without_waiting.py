@@ -20,7 +20,7 @@ from helix_django.streams.group_commit import CHECKPOINT_EVERY, _open
 
 pytestmark = pytest.mark.django_db(transaction=True)
 sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="the inline commit is SQLite's")
-#: Inline commits are opt-in (a disk-full fault lost committed chunks with them on: docs/performance.md).
+#: Inline commits are the default (``INLINE_WRITES``); the tests name the option all the same.
 INLINE = {"INLINE_WRITES": True}
 
 
@@ -116,8 +116,18 @@ def test_commits_that_could_wait_or_sync_are_never_made_on_the_loop(tmp_path):
     opened.close()
 
 
-async def test_inline_commits_are_off_unless_the_option_turns_them_on():
+@sqlite_only
+async def test_inline_commits_are_the_default_on_sqlite_in_wal():
     manager = DatabaseStreamManager("default", {})
+    await manager.claim_stream("s1", "run_a", epoch=1)
+    hops = hop_counter(manager)
+    assert await manager.append("s1", "run_a", [delta(1)]) == [1]
+    assert hops == [] and manager.group.inline.commits == 1
+    await manager.aclose()
+
+
+async def test_the_option_turns_inline_commits_off():
+    manager = DatabaseStreamManager("default", {"INLINE_WRITES": False})
     await manager.claim_stream("s1", "run_a", epoch=1)
     hops = hop_counter(manager)
     assert await manager.append("s1", "run_a", [delta(1)]) == [1]
