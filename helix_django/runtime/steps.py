@@ -92,6 +92,9 @@ class AttemptStreamer:
                     async for event in events:
                         finish = await self._apply(event) or finish
                         deadline.reschedule(clock.time() + idle)
+                        # A burst of events (a fast model, a buffered network read) never
+                        # holds the event loop: the other requests and streams go between.
+                        await asyncio.sleep(0)
             except asyncio.TimeoutError:
                 # A provider that stopped sending is a cut stream, not a finished answer.
                 raise ProviderError(retryable=True, cause="stream_dropped") from None
