@@ -72,6 +72,11 @@ class LocalExecutor(RestartsMixin):
     supports_request_key = True
     """Keyed sends are honoured (002, "Where it is honoured")."""
 
+    executes_at_once = True
+    """A run's task starts with its run-start commit, here: the commit writes it ``streaming``
+    and reads its conversation (no first hop of the run's own). False where another process
+    executes it (the run stays ``starting`` until that worker begins)."""
+
     def __init__(self) -> None:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         """Lease owner id of this executor's runs."""
@@ -238,9 +243,8 @@ class LocalExecutor(RestartsMixin):
             await guards.acheck_no_unknown_side_effects(request)
         owner = self._new_lease_owner()
         request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
-        # Its task starts right after the commit: the run is streaming from it on, and the
-        # commit reads the conversation its model is sent (no first hop of the run's own).
-        request.status, request.read_context = RunStatus.STREAMING, True
+        if self.executes_at_once:
+            request.status, request.read_context = RunStatus.STREAMING, True
         joined = manager.joins_transactions_of(write_alias())
         if joined:  # the claim and the opening chunks in the run-start transaction: one hop, one commit
             request.in_transaction = functools.partial(claim_in_start, manager, session.stream_id, launch)

@@ -66,6 +66,9 @@ class HandoffExecutor(LocalExecutor, abc.ABC):
     worker_kind = "task"
     """Names the kind of worker in log lines."""
 
+    executes_at_once = False
+    """A worker executes the run: it stays ``starting`` until the worker marks it ``streaming``."""
+
     def __init__(self) -> None:
         super().__init__()
         self._handoffs: dict[str, RunLoop] = {}
