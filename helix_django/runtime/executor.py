@@ -73,9 +73,7 @@ class LocalExecutor(RestartsMixin):
     """Keyed sends are honoured (002, "Where it is honoured")."""
 
     executes_at_once = True
-    """A run's task starts with its run-start commit, here: the commit writes it ``streaming``
-    and reads its conversation (no first hop of the run's own). False where another process
-    executes it (the run stays ``starting`` until that worker begins)."""
+    """The run's task starts here with its commit, which writes it ``streaming`` and reads its conversation."""
 
     def __init__(self) -> None:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"

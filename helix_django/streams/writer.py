@@ -155,11 +155,12 @@ class StreamWriter:
                 return self.last_sequence
             self._send()
 
-    async def take(self) -> list[Chunk]:
-        """Wait for the append in flight, then hand over every pending chunk, stamped as a flush stamps them.
+    async def take(self, *last: Chunk) -> list[Chunk]:
+        """Wait for the append in flight, then hand over the pending chunks and ``last``, stamped as a flush would.
 
-        For a caller that stores them itself: a run's last chunks are stored in the
-        transaction of its terminal commit (issue 23). The writer holds none of them
+        For a caller that stores them itself: a run's last chunks are stored with its
+        terminal commit (issue 23). ``last`` never goes out in a flush of its own (as a
+        :meth:`write` after a quiet window would). The writer holds none of them
         afterwards; the caller sets :attr:`last_sequence` once they are stored. Raises the
         error of a failed earlier flush.
         """
@@ -168,6 +169,7 @@ class StreamWriter:
             await self._settle()
         finally:
             self._is_taking = False
+        self._pending.extend(last)
         return self._take_pending()
 
     def restore(self, chunks: list[Chunk]) -> None:
