@@ -1,0 +1,172 @@
+"""The database stream manager's append queue: appends of one event loop gathered into group commits.
+
+``submit`` queues a stream's chunks and returns the future of their sequences (no task per
+append). The first append of an idle loop schedules a drain with ``call_soon``: the
+appends queued by then are committed as one group (:mod:`.group_commit`), inline on the
+loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
+meanwhile form the next group. A batch whose commit fails transiently retries on a task
+of its own, so nothing queued behind it waits for its backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from helix_django.errors import StreamConnectionError
+from helix_django.orm import FIRST_RETRY_DELAY_SECONDS, TRANSIENT_ERRORS
+from helix_django.streams.base import Chunk
+
+if TYPE_CHECKING:
+    from helix_django.streams.database import DatabaseStreamManager
+
+logger = logging.getLogger("helix_django.streams.database")
+
+
+class _Pending:
+    """The appends one event loop queued for its next group commit, and whether a commit is under way."""
+
+    __slots__ = ("draining", "queue")
+
+    def __init__(self) -> None:
+        self.queue: list[tuple[str, str, list[Chunk], asyncio.Future[list[int]]]] = []
+        self.draining = False
+
+
+class AppendQueue:
+    """Per event loop, the appends waiting for the manager's next group commit."""
+
+    def __init__(self, manager: DatabaseStreamManager) -> None:
+        self.manager = manager
+        self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
+        self._last_pending: tuple[asyncio.AbstractEventLoop, _Pending] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        """Drains, retries and checkpoints under way (held, so none is collected before it ends)."""
+
+    def submit(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> asyncio.Future[list[int]]:
+        """Queue ``chunks`` for the next group commit; return the future of their sequences.
+
+        The future raises StreamFenceError (that stream only) or StreamConnectionError.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[int]] = loop.create_future()
+        if not chunks:
+            future.set_result([])
+            return future
+        pending = self._pending_of(loop)
+        pending.queue.append((stream_id, run_id, list(chunks), future))
+        if not pending.draining:
+            pending.draining = True
+            loop.call_soon(self._drain_now, loop, pending)
+        return future
+
+    def _start(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
+        task = loop.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _pending_of(self, loop: asyncio.AbstractEventLoop) -> _Pending:
+        """The append queue of ``loop`` (the last loop's is kept at hand: one loop serves nearly every call)."""
+        last = self._last_pending
+        if last is not None and last[0] is loop:
+            return last[1]
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = _Pending()
+        self._last_pending = (loop, pending)
+        return pending
+
+    def _drain_now(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
+        """Commit the queued appends on the loop (inline), or start the task committing them on the ORM's thread."""
+        batch, pending.queue = pending.queue, []
+        try:
+            results = self.manager.group.run_inline(
+                [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _f in batch]
+            )
+        except Exception:  # noqa: BLE001 - the ORM thread's path commits it, or reports the error typed
+            logger.exception("inline stream append failed")
+            results = None
+        if results is None:
+            pending.queue[:0] = batch
+            self._start(loop, self._drain(loop, pending))
+            return
+        self._settle(batch, results)
+        pending.draining = False
+        if self.manager.group.inline is not None and self.manager.group.inline.checkpoint_due:
+            self._start(loop, self._checkpoint())
+
+    async def _drain(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
+        """Commit queued appends until none is left: inline where possible, else on the ORM's thread.
+
+        A batch whose commit fails transiently (``TRANSIENT_ERRORS``: a full disk, a lost
+        connection) retries on a task of its own (:meth:`_retry`), so the appends queued
+        meanwhile never wait behind its backoff: other streams', and a recovery closing the
+        stream of a run whose writer is stuck (the disk-full fault's lost chunks,
+        ``tests/streams/test_appends_never_wait_behind_a_failed_batchs_retries.py``).
+        """
+        try:
+            while pending.queue:
+                batch, pending.queue = pending.queue, []
+                requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
+                try:
+                    results = self.manager.group.run_inline(requests)
+                    if results is None:
+                        results = await self.manager._call("append", self.manager._append_many_sync, requests)
+                except StreamConnectionError as exc:
+                    if isinstance(exc.__cause__, TRANSIENT_ERRORS):  # nothing of it was stored: it retries alone
+                        self._start(loop, self._retry(batch, requests))
+                    else:
+                        self._fail(batch, exc)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - each append's future gets it
+                    self._fail(batch, exc)
+                    continue
+                self._settle(batch, results)
+        finally:
+            pending.draining = False
+
+    async def _retry(self, batch: list[Any], requests: list[tuple[str, str, list[Chunk]]]) -> None:
+        """Commit a batch whose first commit failed, retrying as :func:`~helix_django.orm.retry_transient` does.
+
+        Its first retry comes FIRST_RETRY_DELAY_SECONDS after that failure; it gives up
+        ``DATABASE_RETRY_SECONDS`` after its first retry failed (StreamConnectionError).
+        """
+        await asyncio.sleep(FIRST_RETRY_DELAY_SECONDS)
+        try:
+            results = await self.manager._call("append", self.manager._append_many_sync, requests, retry=True)
+        except Exception as exc:  # noqa: BLE001 - StreamConnectionError: nothing of this batch was stored
+            self._fail(batch, exc)
+            return
+        self._settle(batch, results)
+
+    @staticmethod
+    def _fail(batch: list[Any], exc: BaseException) -> None:
+        """Fail every append of ``batch`` with ``exc`` (nothing of it was stored)."""
+        for *_request, future in batch:
+            if not future.done():
+                future.set_exception(exc)
+
+    def _settle(self, batch: list[Any], results: list[Any]) -> None:
+        """Resolve each append's future with its sequences (or its fence error), record the tail, wake readers."""
+        for (stream_id, _run_id, _chunks, future), result in zip(batch, results, strict=True):
+            if isinstance(result, Exception):
+                self.manager.tail.forget(stream_id)
+                if not future.done():
+                    future.set_exception(result)
+                continue
+            sequences, info, payloads = result
+            self.manager.tail.extend(stream_id, info, sequences[0], payloads)
+            if not future.done():
+                future.set_result(sequences)
+        for stream_id in {request[0] for request in batch}:
+            self.manager.notifier.notify(stream_id)
+
+    async def _checkpoint(self) -> None:
+        """Checkpoint the WAL on the ORM's thread (the inline connection never does); a failure is logged."""
+        try:
+            await self.manager._call("checkpoint", self.manager.group.checkpoint_sync)
+        except Exception as exc:  # noqa: BLE001 - the next checkpoint, or any other connection's, catches up
+            logger.warning("WAL checkpoint failed: %s", type(exc).__name__)
