@@ -53,13 +53,26 @@ def held_agent(options: dict) -> dict:
     return {**agent(options), "PROVIDER": {"BACKEND": f"{__name__}.HeldProvider", "OPTIONS": options}}
 
 
-async def test_abandoning_a_run_as_its_next_event_arrives_ends_its_task(executor, session, use_agents):  # noqa: F811
+@pytest.mark.parametrize("ticks_after_release", [0, 1, 2])
+async def test_abandoning_a_run_as_its_next_event_arrives_ends_its_task(
+    executor,  # noqa: F811
+    session,  # noqa: F811
+    use_agents,  # noqa: F811
+    ticks_after_release,
+):
+    """The cancel lands 0, 1 or 2 loop iterations after the held event is let out.
+
+    With ``wait_for`` each offset lost the cancel: before the pending ``anext`` produced the
+    event, before its waiter was woken, before the run's task ran again.
+    """
     HeldProvider.reached, HeldProvider.release = asyncio.Event(), asyncio.get_running_loop().create_future()
     use_agents(default=held_agent({"TEXT": "one two three"}))
     handle = await executor.execute(session, [user_message("hi")])
     await asyncio.wait_for(HeldProvider.reached.wait(), 10)  # the run waits for its next event
     HeldProvider.release.set_result(None)  # the event arrives ...
-    assert executor.abandon(handle.run_id)  # ... in the loop iteration that delivers the cancel
+    for _ in range(ticks_after_release):
+        await asyncio.sleep(0)
+    assert executor.abandon(handle.run_id)  # ... about when the cancel is delivered
     assert await executor.wait(handle.run_id, 10) == "abandoned"
     run = await Run.objects.aget(pk=handle.run_id)
     assert run.is_live and run.status == "streaming"  # left to the relaunch scan, as after a crash
