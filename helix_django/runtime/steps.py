@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from helix_django import store
 from helix_django.errors import ProviderError
@@ -36,51 +34,6 @@ if TYPE_CHECKING:
 #: Bound on polling ``retrieve`` for an operation that is still in progress after a drop.
 RETRIEVE_DEADLINE_SECONDS = 120.0
 RETRIEVE_POLL_SECONDS = 0.25
-T = TypeVar("T")
-
-
-async def anext_within(events: AsyncIterator[T], timeout_seconds: float) -> T:
-    """Return the next item of ``events``; raise asyncio.TimeoutError if none came in ``timeout_seconds``.
-
-    StopAsyncIteration at their end. A cancel of the caller always propagates, even when
-    it is delivered in the loop iteration in which the item arrives: ``asyncio.wait_for``
-    returned the item and dropped the cancel then on Python 3.10 and 3.11
-    (python/cpython#86296), so an abandoned, stopped or fenced run streamed on to its end.
-    This is ``wait_for`` without that: the timeout cancels only the pending ``anext``,
-    never the caller, and that ``anext`` is cancelled and awaited before this returns or
-    raises, so ``events`` is not running when the caller closes it.
-    """
-    loop = asyncio.get_running_loop()
-    pending = asyncio.ensure_future(anext(events))
-    waiter = loop.create_future()
-    release = functools.partial(_release, waiter)
-    timer = loop.call_later(timeout_seconds, release, None)
-    pending.add_done_callback(release)
-    try:
-        await waiter
-    except asyncio.CancelledError:
-        await _cancel_and_wait(pending)
-        raise
-    finally:
-        timer.cancel()
-    if not pending.done() and await _cancel_and_wait(pending):
-        raise asyncio.TimeoutError
-    return pending.result()  # the item, or what ``anext`` raised (an item that beat the timeout is kept)
-
-
-def _release(waiter: asyncio.Future[None], _done: object) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-async def _cancel_and_wait(task: asyncio.Future[Any]) -> bool:
-    """Cancel ``task`` and wait until it is done; return whether it ended cancelled."""
-    task.cancel()
-    await asyncio.wait((task,))
-    if task.cancelled():
-        return True
-    task.exception()  # retrieved: an outcome that comes after a cancel is not logged as lost
-    return False
 
 
 @dataclasses.dataclass
@@ -126,7 +79,7 @@ class AttemptStreamer:
         try:
             while True:
                 try:
-                    event = await anext_within(events, self.loop.agent.idle_timeout_seconds)
+                    event = await asyncio.wait_for(anext(events), self.loop.agent.idle_timeout_seconds)
                 except StopAsyncIteration:
                     break
                 except asyncio.TimeoutError:
