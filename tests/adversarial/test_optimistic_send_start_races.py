@@ -21,7 +21,9 @@ from tests.runtime.conftest import (  # noqa: F401 - fixtures
     agent,
     executor,
     rows,
+    run_chunks,
     session,
+    stream_chunks,
     use_agents,
     user_message,
 )
@@ -30,13 +32,25 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
 
 async def dead_run(executor, session) -> str:  # noqa: F811
-    """Start a slow run, then let this "process" die under it; return the run id (still live in the store)."""
+    """Start a slow run, then let this "process" die under it; return the run id (still live in the store).
+
+    It dies once part of its answer is stored, so retiring it keeps a partial message (a
+    fixed sleep was too short on a loaded machine: no answer row, one history row missing).
+    """
     first = await executor.execute(session, [user_message("long")])
-    await asyncio.sleep(0.1)
+    await answered_in_part(session, first.run_id)
     assert executor.abandon(first.run_id)
-    await executor.wait(first.run_id, 10)
+    assert await executor.wait(first.run_id, 10) == "abandoned"  # its task ended, the run did not
     assert (await Run.objects.aget(pk=first.run_id)).is_live
     return first.run_id
+
+
+async def answered_in_part(session, run_id: str, timeout_seconds: float = 10) -> None:  # noqa: F811
+    """Wait until the stream holds a text delta of ``run_id``."""
+    deadline = asyncio.get_running_loop().time() + timeout_seconds
+    while not any(c["type"] == "text-delta" for c in run_chunks(await stream_chunks(session.stream_id), run_id)):
+        assert asyncio.get_running_loop().time() < deadline, "the run wrote no answer"
+        await asyncio.sleep(0.02)
 
 
 # The winner's answer lasts about half a second: it is still live when the loser retries its start
