@@ -100,7 +100,9 @@ async def test_the_wal_is_checkpointed_on_the_orm_thread_every_so_many_inline_co
     for n in range(1, CHECKPOINT_EVERY + 2):
         await manager.append("s1", "run_a", [delta(n)])
     await asyncio.sleep(0.2)
-    assert checkpoints == [CHECKPOINT_EVERY]
+    # One checkpoint, due at the 500th commit; it counts the commits when the ORM's thread
+    # runs it, which may come after the next inline commit.
+    assert len(checkpoints) == 1 and CHECKPOINT_EVERY <= checkpoints[0] <= CHECKPOINT_EVERY + 1, checkpoints
 
 
 def test_commits_that_could_wait_or_sync_are_never_made_on_the_loop(tmp_path):
