@@ -60,8 +60,7 @@ class EndingsMixin:
         step_message = self.acc.snapshot() if step_done else None
         step_committed = self.prepare(self.step_committed(None)) if step_done else None
         self.is_ending = True
-        self.emit(self._finish_chunk(reason))
-        chunks = await self.writer.take()  # ..., finish-step, finish
+        chunks = await self.writer.take(self.prepare(self._finish_chunk(reason)))  # ..., finish-step, finish
         completion = Completion(
             chunks=chunks,
             message=self.acc.snapshot(),

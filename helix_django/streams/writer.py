@@ -155,19 +155,22 @@ class StreamWriter:
                 return self.last_sequence
             self._send()
 
-    async def take(self) -> list[Chunk]:
-        """Wait for the append in flight, then hand over every pending chunk, stamped as a flush stamps them.
+    async def take(self, *last: Chunk) -> list[Chunk]:
+        """Wait for the append in flight, then hand over every pending chunk and ``last``, stamped as flushed.
 
         For a caller that stores them itself: a run's last chunks are stored in the
         transaction of its terminal commit (issue 23). The writer holds none of them
-        afterwards; the caller sets :attr:`last_sequence` once they are stored. Raises the
-        error of a failed earlier flush.
+        afterwards; the caller sets :attr:`last_sequence` once they are stored. ``last``
+        (a run's ``finish``) is never queued: when the wait is cancelled or raises the
+        error of a failed earlier flush, the writer holds only what it held, so the ending
+        that follows cannot store a ``finish`` of a run that did not complete.
         """
         self._is_taking = True  # chunks pending meanwhile are not chained as a batch of their own
         try:
             await self._settle()
         finally:
             self._is_taking = False
+        self._pending.extend(last)
         return self._take_pending()
 
     def restore(self, chunks: list[Chunk]) -> None:

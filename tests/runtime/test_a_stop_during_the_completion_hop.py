@@ -30,8 +30,8 @@ LOCK = 872_301
 
 
 @contextlib.contextmanager
-def finish_waits_for_the_test_lock():
-    """A trigger: inserting a ``finish`` chunk waits for advisory lock LOCK (held by the test)."""
+def inserts_wait_for_the_test_lock(chunk_type: str):
+    """A trigger: inserting a chunk of ``chunk_type`` waits for advisory lock LOCK (held by the test)."""
     table = StreamChunk._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -40,7 +40,8 @@ def finish_waits_for_the_test_lock():
         )
         cursor.execute(
             f"CREATE TRIGGER helix_test_hold BEFORE INSERT ON {table} FOR EACH ROW "
-            "WHEN (NEW.type = 'finish') EXECUTE FUNCTION helix_test_hold()"
+            "WHEN (NEW.type = %s) EXECUTE FUNCTION helix_test_hold()",
+            [chunk_type],
         )
     try:
         yield
@@ -100,7 +101,7 @@ async def test_a_stop_landing_during_the_completion_hop_leaves_the_run_completed
         finished.append(status)
 
     run_finished.connect(on_finished, dispatch_uid="test_stop_during_completion")
-    holding = finish_waits_for_the_test_lock()
+    holding = inserts_wait_for_the_test_lock("finish")
     await sync_to_async(holding.__enter__)()
     holder = LockHolder()
     holder.start()
@@ -133,3 +134,37 @@ async def test_a_stop_landing_during_the_completion_hop_leaves_the_run_completed
     assert kinds[-4:] == ["finish-step", "finish", "helix-step-committed", "helix-run-end"]
     info = await get_stream_manager().get_info(session.stream_id)
     assert (info.status, info.end_status) == ("ended", "completed")
+
+
+async def test_a_stop_landing_while_the_completion_waits_for_a_flush_stores_no_finish(
+    postgresql_only, executor, session, use_agents
+):
+    """The completion hands over its chunks once the flush in flight is stored; cancelled there, no ``finish``."""
+    use_agents(default=agent({"PACE_TPS": 200}))
+    holding = inserts_wait_for_the_test_lock("text-delta")
+    await sync_to_async(holding.__enter__)()
+    holder = LockHolder()
+    holder.start()
+    assert await asyncio.to_thread(holder.held.wait, 10)
+    try:
+        handle = await executor.execute(session, [user_message("Stop me while my last flush waits")])
+        entry = executor._entries[handle.run_id]
+        for _ in range(400):  # the answer streamed to its end; the completion waits for the held flush
+            if entry.loop.is_ending and await asyncio.to_thread(_someone_waits_for_the_lock):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            pytest.fail("the completion never waited for the held flush")
+        entry.loop.is_cancel_requested = True
+        entry.event_loop.call_soon_threadsafe(entry.task.cancel)
+        await asyncio.sleep(0.1)
+        holder.release()
+        status = await executor.wait(handle.run_id, 10)
+    finally:
+        holder.release()
+        await sync_to_async(holding.__exit__)(None, None, None)
+    assert status == "cancelled"
+    assert (await Run.objects.aget(pk=handle.run_id)).status == "cancelled"
+    kinds = [chunk["type"] for chunk in run_chunks(await stream_chunks(session.id), handle.run_id)]
+    assert "finish" not in kinds
+    assert kinds[-3:] == ["finish-step", "message-metadata", "helix-run-end"]
