@@ -80,7 +80,6 @@ class AttemptStreamer:
             while True:
                 try:
                     event = await asyncio.wait_for(anext(events), self.loop.agent.idle_timeout_seconds)
-                    raise_a_lost_cancel()
                 except StopAsyncIteration:
                     break
                 except asyncio.TimeoutError:
@@ -182,18 +181,3 @@ class AttemptStreamer:
         for call in result.tool_calls:
             await self._apply(call)
         return Finish(result.finish_reason, result.usage)
-
-
-def raise_a_lost_cancel() -> None:
-    """Raise CancelledError when the current task was cancelled and the cancel never reached it.
-
-    Python 3.11's ``asyncio.wait_for`` returns the result of an awaitable that finished in
-    the loop iteration its caller was cancelled in, and drops the cancel (CPython
-    gh-86296, fixed in 3.12): a Stop, a lease loss or an abandon that coincides with a
-    provider event would be lost and the run would stream on. 3.10 has no
-    ``Task.cancelling`` to tell, so there the cancel stays lost.
-    """
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)
-    if cancelling is not None and cancelling():
-        raise asyncio.CancelledError
