@@ -60,7 +60,8 @@ class EndingsMixin:
         step_message = self.acc.snapshot() if step_done else None
         step_committed = self.prepare(self.step_committed(None)) if step_done else None
         self.is_ending = True
-        chunks = await self.writer.take(self.prepare(self._finish_chunk(reason)))  # ..., finish-step, finish
+        # ..., finish-step (unless stored already), finish: never a flush of its own
+        chunks = await self.writer.take(self.prepare(self._finish_chunk(reason)))
         completion = Completion(
             chunks=chunks,
             message=self.acc.snapshot(),

@@ -156,14 +156,13 @@ class StreamWriter:
             self._send()
 
     async def take(self, *last: Chunk) -> list[Chunk]:
-        """Wait for the append in flight, then hand over every pending chunk and ``last``, stamped as flushed.
+        """Wait for the append in flight, then hand over the pending chunks and ``last``, stamped as a flush would.
 
-        For a caller that stores them itself: a run's last chunks are stored in the
-        transaction of its terminal commit (issue 23). The writer holds none of them
-        afterwards; the caller sets :attr:`last_sequence` once they are stored. ``last``
-        (a run's ``finish``) is never queued: when the wait is cancelled or raises the
-        error of a failed earlier flush, the writer holds only what it held, so the ending
-        that follows cannot store a ``finish`` of a run that did not complete.
+        For a caller that stores them itself: a run's last chunks are stored with its
+        terminal commit (issue 23). ``last`` never goes out in a flush of its own (as a
+        :meth:`write` after a quiet window would). The writer holds none of them
+        afterwards; the caller sets :attr:`last_sequence` once they are stored. Raises the
+        error of a failed earlier flush.
         """
         self._is_taking = True  # chunks pending meanwhile are not chained as a batch of their own
         try:
