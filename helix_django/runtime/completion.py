@@ -111,7 +111,7 @@ async def outlasting_cancel(writes: Awaitable[T]) -> T:
                 continue  # cancelled again: the writes still decide
         if task.cancelled() or task.exception() is not None:
             raise
-        current = asyncio.current_task()
-        if current is not None:
-            current.uncancel()
+        uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python >= 3.11
+        if uncancel is not None:
+            uncancel()  # the cancel was answered: the task is not "cancelling" any more
         return task.result()
