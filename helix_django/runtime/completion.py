@@ -12,8 +12,10 @@ hop and the two commits are one (:func:`helix_django.store.commit_completion`).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from django.db import transaction
 
@@ -21,6 +23,8 @@ from helix_django import store
 from helix_django.orm import retrying
 from helix_django.store.reads import write_alias
 from helix_django.streams.base import Chunk
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass
@@ -41,6 +45,8 @@ class Completion:
     step_message: dict[str, Any] | None = None
     step_number: int = 0
     step_committed: Chunk | None = None
+    is_stored: bool = False
+    """Set once ``chunks`` are stored (a failure after it must not hand them back to the writer)."""
 
     def commit(self, run_id: str, sequences: list[int]) -> Any:
         """Commit the step and the completion, the chunks stored at ``sequences``; return the terminal checkpoint."""
@@ -82,3 +88,30 @@ def complete_in_transaction(manager: Any, stream_id: str, run_id: str, completio
 acomplete_in_transaction = retrying(complete_in_transaction, what="run completion")
 acommit_completion = retrying(Completion.commit, what="run completion")
 """``await acommit_completion(completion, run_id, sequences)``: :meth:`Completion.commit` on the ORM's thread."""
+
+
+async def outlasting_cancel(writes: Awaitable[T]) -> T:
+    """Await a completion's ``writes`` in a task of their own, which a cancel of the caller does not stop.
+
+    A cancel that lands meanwhile (a user's Stop whose fenced request committed just before
+    the completion's transaction) waits for them: the thread they run on commits whatever
+    the caller does. When they succeeded the run is completed, so the cancel is dropped
+    (as when the Stop's fenced request loses the race) and the result returned; when they
+    failed, the CancelledError is raised (the cancelled ending follows). Other failures
+    are raised as they are.
+    """
+    task = asyncio.ensure_future(writes)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        while not task.done():
+            try:
+                await asyncio.wait([task])
+            except asyncio.CancelledError:
+                continue  # cancelled again: the writes still decide
+        if task.cancelled() or task.exception() is not None:
+            raise
+        uncancel = getattr(asyncio.current_task(), "uncancel", None)  # Python >= 3.11
+        if uncancel is not None:
+            uncancel()  # the cancel was answered: the task is not "cancelling" any more
+        return task.result()

@@ -23,7 +23,12 @@ from helix_django.errors import (
     StreamFenceError,
 )
 from helix_django.models import Run, RunStatus
-from helix_django.runtime.completion import Completion, acommit_completion, acomplete_in_transaction
+from helix_django.runtime.completion import (
+    Completion,
+    acommit_completion,
+    acomplete_in_transaction,
+    outlasting_cancel,
+)
 from helix_django.signals import run_finished
 from helix_django.store.commits import helix_metadata
 from helix_django.store.reads import write_alias
@@ -68,27 +73,37 @@ class EndingsMixin:
         )
         stream_id = self.writer.stream_id
         if self.manager.joins_transactions_of(write_alias()):
-            try:
-                checkpoint, writes = await acomplete_in_transaction(self.manager, stream_id, self.run_id, completion)
-            except BaseException:
-                self.writer.restore(chunks[:-1])  # not stored: the ending that follows stores them (not finish)
-                raise
-            self.writer.last_sequence = writes[1].sequences[-1]
-            self.manager.wrote_in_transaction(stream_id, writes)
+            writes = self._complete_in_transaction(stream_id, completion)
         else:
-            try:
-                sequences = await self.manager.append(stream_id, self.run_id, completion.chunks)
-            except BaseException:
+            writes = self._complete_in_steps(stream_id, completion)
+        try:
+            checkpoint = await outlasting_cancel(writes)
+        except BaseException:
+            if not completion.is_stored:  # the ending that follows stores them (not finish)
                 self.writer.restore(chunks[:-1])
-                raise
-            self.writer.last_sequence = sequences[-1]
-            checkpoint = await acommit_completion(completion, self.run_id, sequences)
-            for chunk in completion.closing():
-                self.writer.write(chunk)
-            await self.flush()
-            await self.manager.end_stream(stream_id, self.run_id, end_status="completed")
+            raise
         assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
         return await self._finished(checkpoint.run, RunStatus.COMPLETED)
+
+    async def _complete_in_transaction(self, stream_id: str, completion: Completion) -> Any:
+        """The database stream manager: one transaction, then readers are told; return the terminal checkpoint."""
+        checkpoint, writes = await acomplete_in_transaction(self.manager, stream_id, self.run_id, completion)
+        completion.is_stored = True
+        self.writer.last_sequence = writes[1].sequences[-1]
+        self.manager.wrote_in_transaction(stream_id, writes)
+        return checkpoint
+
+    async def _complete_in_steps(self, stream_id: str, completion: Completion) -> Any:
+        """Other stream managers: the chunks, one commit hop, the closing chunks, the end; return the checkpoint."""
+        sequences = await self.manager.append(stream_id, self.run_id, completion.chunks)
+        completion.is_stored = True
+        self.writer.last_sequence = sequences[-1]
+        checkpoint = await acommit_completion(completion, self.run_id, sequences)
+        for chunk in completion.closing():
+            self.writer.write(chunk)
+        await self.flush()
+        await self.manager.end_stream(stream_id, self.run_id, end_status="completed")
+        return checkpoint
 
     def _finish_chunk(self, reason: str) -> dict[str, Any]:
         metadata = self._helix_metadata("completed")
