@@ -271,7 +271,11 @@ class ResumableReader:
         from_sequence: int,
         wait_for_live: bool,
         info: StreamInfo | None,
+        subscribed: Any = None,
     ) -> None:
+        """``subscribed``: a waiter subscribed before the read that returned ``info`` (which
+        reached ``from_sequence``); the reader keeps it, so its first wait needs no read of
+        its own unless the waiter fired (the caller's read stands in for it, issue 23)."""
         self.manager = manager
         self.stream_id = stream_id
         self.current_sequence = from_sequence
@@ -291,6 +295,11 @@ class ResumableReader:
         self._fail_safe: asyncio.TimerHandle | None = None
         self.last_info: StreamInfo | None = info
         """The stream info seen by the last read: the terminal status once the reader ended."""
+        if subscribed is not None:
+            if info is not None and from_sequence >= info.head_sequence and manager.reads_are_current:
+                self._kept, self.catch_up_head = subscribed, info.head_sequence
+            else:
+                subscribed.cancel()
 
     def __aiter__(self) -> ResumableReader:
         return self

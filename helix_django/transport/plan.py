@@ -45,6 +45,11 @@ class ResponsePlan:
         the client is told (``abort`` of a cancelled run, the error of a failed one)."""
         return any(_is_visible(chunk) for _seq, chunk in self.backlog)
 
+    async def close(self) -> None:
+        """Release the live reader of a plan that will not be sent (its kept waiter included)."""
+        if self.reader is not None:
+            await self.reader.close()
+
     @classmethod
     def nothing(cls) -> ResponsePlan:
         """Return the ``204`` plan."""
@@ -82,12 +87,46 @@ async def read_plan(
     else:
         chunks, info = await manager.read_backlog(stream_id, after=after)
         live = info if follow else live
+    return plan_from_chunks(
+        manager,
+        stream_id,
+        chunks,
+        run=run,
+        from_sequence=from_sequence,
+        response_filter=response_filter,
+        live=live,
+        prefix=prefix,
+    )
+
+
+def plan_from_chunks(
+    manager: BaseStreamManager,
+    stream_id: str,
+    chunks: list[StoredChunk],
+    *,
+    run: Run,
+    from_sequence: int,
+    response_filter: ResponseFilter,
+    live: StreamInfo | None,
+    prefix: list[dict[str, Any]] | None = None,
+    subscribed: Any = None,
+) -> ResponsePlan:
+    """Plan from the run's chunks already read (every one after ``min(run.start_sequence, from_sequence)``).
+
+    With ``live`` (the info read with ``chunks``), a reader continues after the last of
+    them; ``subscribed``, a waiter subscribed before that read, is handed to it
+    (:class:`~helix_django.streams.base.ResumableReader`), so its first wait reads nothing.
+    """
     response_filter.prescan(chunks)
     backlog = [(seq, chunk) for seq, chunk in chunks if seq > from_sequence]
     reader = None
     if live is not None:
         last = max(from_sequence, chunks[-1][0] if chunks else from_sequence)
-        reader = ResumableReader(manager, stream_id, from_sequence=last, wait_for_live=False, info=live)
+        reader = ResumableReader(
+            manager, stream_id, from_sequence=last, wait_for_live=False, info=live, subscribed=subscribed
+        )
+    elif subscribed is not None:
+        subscribed.cancel()
     return ResponsePlan(prefix=list(prefix or []), backlog=backlog, reader=reader, filter=response_filter, run=run)
 
 
@@ -128,15 +167,18 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
         return
     response_filter = plan.filter or ResponseFilter(run_id=None)
     body = _Body([frame(chunk) for chunk in plan.prefix])
+    # Sent once: an open response keeps none of its replayed chunks (issue 23, idle memory).
+    backlog, plan.prefix, plan.backlog = plan.backlog, [], []
     reader = plan.reader
     observe_lag = delivery_observer("chat") if reader is not None else None
     try:
-        for sequence, chunk in plan.backlog:
+        for sequence, chunk in backlog:
             body.add(_chunk_frames(response_filter, sequence, chunk))
             if response_filter.terminal:
                 break
             if body.is_full:
                 yield body.take()
+        backlog = []
         while reader is not None and not response_filter.terminal:
             if body and not reader.ready:
                 yield body.take()  # the reader may wait now: what is ready goes out first
