@@ -235,6 +235,7 @@ class StreamedResponse:
         try:
             async for item in frames:
                 await self._send_body(item)
+                del item  # waiting for the next frame, the response holds no sent one
         except Exception as exc:  # the frame source renders its own errors; this is a last resort
             log_unexpected("stream producer", exc)
         finally:

@@ -29,6 +29,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 STREAM_READ = "DatabaseStreamManager._read_sync"
 
 
+def _is_flush(name: str) -> bool:
+    """A flush of the run's answer (its writer's hop, not the resume's; none on SQLite with INLINE_WRITES)."""
+    return "append" in name
+
+
 def _scope(method: str, path: str, key: str, extra: list[tuple[bytes, bytes]] = ()) -> dict:
     return {
         "type": "http",
@@ -83,7 +88,7 @@ async def _resume_hops(*, tail: bool, cursor: bool) -> list[str]:
             await resume.send_input({"type": "http.request", "body": b"", "more_body": False})
             await _first_frame(resume)
             await asyncio.sleep(0.05)  # the reader is parked: it makes no read of its own
-            hops = [name for name, task in counter.hops if not task.startswith("helix-run")]
+            hops = [name for name, task in counter.hops if not task.startswith("helix-run") and not _is_flush(name)]
         for communicator in (resume, send):
             await communicator.send_input({"type": "http.disconnect"})
             await communicator.wait(5)
@@ -97,3 +102,33 @@ async def test_a_resume_open_makes_one_hop_beside_its_stream_read(cursor):
 
 async def test_a_resume_open_served_by_the_tail_makes_one_hop():
     assert await _resume_hops(tail=True, cursor=False) == ["_admit"]
+
+
+async def test_a_raw_stream_open_with_a_cursor_makes_one_hop_beside_its_stream_read():
+    """The raw stream route (``sessions/<id>/stream``): authentication and the session read are one hop,
+    one read of the stream gives its info and first chunks (four hops before)."""
+    from tests.asgi import application
+
+    key = await _token()
+    sid = new_session_id()
+    chat = f"/helix/api/sessions/{sid}/chat"
+    with override_settings(HELIX=agent_settings(TEXT="one two three four five six", HANG_AFTER_CHUNKS=3)):
+        send = ApplicationCommunicator(application, _scope("POST", chat, key, [(b"content-type", b"application/json")]))
+        body = json.dumps(send_body(sid, [user_message("hi")])).encode()
+        await send.send_input({"type": "http.request", "body": body, "more_body": False})
+        first = await _first_frame(send)
+        while b"text-delta" not in first:
+            first = (await send.receive_output(10)).get("body", b"")
+        get_stream_manager().tail.forget(sid)
+        stream = ApplicationCommunicator(
+            application, _scope("GET", f"/helix/api/sessions/{sid}/stream", key, [(b"last-event-id", b"1")])
+        )
+        with HopCounter(asyncio.get_running_loop()) as counter:
+            await stream.send_input({"type": "http.request", "body": b"", "more_body": False})
+            await _first_frame(stream)
+            await asyncio.sleep(0.05)
+            hops = [name for name, task in counter.hops if not task.startswith("helix-run") and not _is_flush(name)]
+        for communicator in (stream, send):
+            await communicator.send_input({"type": "http.disconnect"})
+            await communicator.wait(5)
+    assert hops == ["_admit", STREAM_READ]
