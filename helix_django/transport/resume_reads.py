@@ -17,9 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Model
 
 from helix_django.api.ownership import Owner
 from helix_django.errors import SessionNotFoundError
@@ -56,15 +60,82 @@ def read_resume_state(session_id: str, owner: Owner | None, *, session: ChatSess
     ``session`` is a row the caller already read. Raises SessionNotFoundError (404) for an
     invalid id, a missing session or another owner's (never 403, :mod:`~helix_django.api.ownership`).
     """
-    if session is None:
-        if not is_valid_session_id(session_id):
-            raise SessionNotFoundError()
-        session = read_session(session_id)
+    if session is not None:
+        run = _read_run(session.current_run_id) if session.current_run_id else None
+    elif is_valid_session_id(session_id):
+        session, run = _read_session_and_run(session_id)
     if session is None or (owner is not None and not owner.owns(session)):
         raise SessionNotFoundError()
-    run = _read_run(session.current_run_id) if session.current_run_id else None
     names, held = _committed_tool_calls(session.pk)
     return ResumeState(session=session, run=run, tool_names=names, held_tool_calls=held)
+
+
+class _Columns:
+    """The concrete columns of a model as one statement reads them, with each column's converters."""
+
+    def __init__(self, model: type[Model], table: str, connection: BaseDatabaseWrapper) -> None:
+        self.model = model
+        fields = model._meta.concrete_fields
+        self.names = [f.attname for f in fields]
+        self.pk_index = self.names.index(model._meta.pk.attname)
+        self.sql = ", ".join(f"{table}.{connection.ops.quote_name(f.column)}" for f in fields)
+        self.converters = []
+        for index, field in enumerate(fields):
+            col = field.get_col(table)
+            found = connection.ops.get_db_converters(col) + field.get_db_converters(connection)
+            if found:
+                self.converters.append((index, col, found))
+
+    def load(self, alias: str, connection: BaseDatabaseWrapper, values: Sequence[Any]) -> Any:
+        """Return the model instance of ``values`` (one per column, in order), as the ORM loads it."""
+        values = list(values)
+        for index, col, converters in self.converters:
+            value = values[index]
+            for converter in converters:
+                value = converter(value, col, connection)
+            values[index] = value
+        return self.model.from_db(alias, self.names, values)
+
+
+class _SessionAndRun:
+    """``SELECT`` of a session row joined with its current run's (built once per connection)."""
+
+    def __init__(self, connection: BaseDatabaseWrapper) -> None:
+        self.session = _Columns(ChatSession, "s", connection)
+        self.run = _Columns(Run, "r", connection)
+        self.sql = (
+            f"SELECT {self.session.sql}, {self.run.sql} FROM {ChatSession._meta.db_table} s "  # noqa: S608
+            f"LEFT JOIN {Run._meta.db_table} r ON r.id = s.current_run_id WHERE s.id = %s"
+        )
+
+
+_statements: weakref.WeakKeyDictionary[BaseDatabaseWrapper, _SessionAndRun] = weakref.WeakKeyDictionary()
+
+
+def _read_session_and_run(session_id: str) -> tuple[ChatSession | None, Run | None]:
+    """Return the session row and its current run, read in one statement ((None, None): no such session).
+
+    One query where two cost twice (the ORM's row loading is most of a row's cost); when
+    the router puts sessions and runs in different databases, two reads.
+    """
+    alias = router.db_for_read(ChatSession)
+    if router.db_for_read(Run) != alias:
+        session = read_session(session_id)
+        return session, _read_run(session.current_run_id) if session and session.current_run_id else None
+    connection = connections[alias]
+    statement = _statements.get(connection)
+    if statement is None:
+        statement = _statements[connection] = _SessionAndRun(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(statement.sql, [session_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None, None
+    width = len(statement.session.names)
+    session = statement.session.load(alias, connection, row[:width])
+    run_values = row[width:]
+    run = statement.run.load(alias, connection, run_values) if run_values[statement.run.pk_index] is not None else None
+    return session, run
 
 
 def _read_run(run_id: str) -> Run | None:

@@ -57,3 +57,21 @@ def test_another_owners_session_a_missing_one_and_an_invalid_id_are_404(owner):
         with pytest.raises(SessionNotFoundError):
             read_resume_state(session_id, owner)
     assert read_resume_state("chat_theirs", None).session.pk == session.pk  # a re-read skips the check
+
+
+def test_the_session_and_its_current_run_are_loaded_as_the_orm_loads_them(owner):
+    from django.forms.models import model_to_dict
+
+    from helix_django.models import ChatSession, Run
+
+    store.get_or_create_session("chat_run", owner_id=owner.user_id)
+    message = {"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+    started = store.start_run(store.RunStartRequest(session_id="chat_run", input_messages=[message])).run
+    state = read_resume_state("chat_run", owner)
+    session, run = ChatSession.objects.get(pk="chat_run"), Run.objects.get(pk=started.pk)
+    assert state.session.current_run_id == run.pk
+    for loaded, orm in ((state.session, session), (state.run, run)):
+        fields = [f.attname for f in type(orm)._meta.concrete_fields]
+        assert {k: getattr(loaded, k) for k in fields} == {k: getattr(orm, k) for k in fields}
+        assert loaded._state.adding is False and loaded._state.db == orm._state.db
+    assert model_to_dict(state.run) == model_to_dict(run)
