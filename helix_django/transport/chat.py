@@ -69,7 +69,12 @@ def _may_hold_last_message(request: ChatRequest) -> bool:
 
 
 def _identify(django_request: HttpRequest, request: ChatRequest | None, create_anonymous: bool) -> _Caller:
-    """Authenticate, then read the session row a send names (and whether it holds the trailing message)."""
+    """Authenticate, then read the session row a send names (and whether it holds the trailing message).
+
+    A resume (no message, or a trailing message the session holds) also reads here what it is
+    planned from (:func:`~helix_django.transport.resume_reads.read_resume_state`): one trip to
+    the ORM's thread for the caller, its session, run and committed tool calls.
+    """
     identity = authenticate(django_request, create_anonymous=create_anonymous)
     if request is None:
         return _Caller(identity)
