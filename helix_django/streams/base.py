@@ -14,7 +14,6 @@ import asyncio
 import dataclasses
 import logging
 import weakref
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -303,13 +302,22 @@ class ResumableReader:
         from_sequence: int,
         wait_for_live: bool,
         info: StreamInfo | None,
+        subscribed: Any = None,
+        chunks: Sequence[StoredChunk] = (),
     ) -> None:
+        """``subscribed``: a waiter subscribed before the caller's read that returned ``info``
+        and ``chunks`` (its chunks after ``from_sequence``, yielded first). When that read
+        reached the head the reader keeps the waiter, so its first wait needs no read of its
+        own unless the waiter fired: the caller's read stands in for it (issue 23)."""
         self.manager = manager
         self.stream_id = stream_id
         self.current_sequence = from_sequence
         self.catch_up_head: int | None = None
-        self.caught_up = asyncio.Event()
-        self._buffer: deque[StoredChunk] = deque()
+        self._caught_up: asyncio.Event | None = None
+        self._is_caught_up = False
+        self._buffer: Sequence[StoredChunk] = ()
+        """The last read's chunks (its own list, not a copy), yielded from ``_next`` on."""
+        self._next = 0
         self._waiting_for_live = wait_for_live
         self._run_at_open = info.run_id if info else None
         self._epoch_at_open = info.epoch if info else -1
@@ -323,6 +331,14 @@ class ResumableReader:
         self._fail_safe: asyncio.TimerHandle | None = None
         self.last_info: StreamInfo | None = info
         """The stream info seen by the last read: the terminal status once the reader ended."""
+        if subscribed is not None:
+            self._buffer = chunks
+            self.catch_up_head = info.head_sequence if info is not None else from_sequence
+            last = chunks[-1][0] if chunks else from_sequence
+            if info is not None and last >= info.head_sequence and manager.reads_are_current:
+                self._kept = subscribed
+            else:
+                subscribed.cancel()
 
     def __aiter__(self) -> ResumableReader:
         return self
@@ -330,7 +346,22 @@ class ResumableReader:
     @property
     def ready(self) -> int:
         """How many chunks the next ``__anext__`` calls return without waiting or reading."""
-        return len(self._buffer)
+        return len(self._buffer) - self._next
+
+    @property
+    def caught_up(self) -> asyncio.Event:
+        """Set once every backlog chunk up to ``catch_up_head`` was yielded (made on first use:
+        an idle reader nobody asks holds none, issue 23)."""
+        if self._caught_up is None:
+            self._caught_up = asyncio.Event()
+            if self._is_caught_up:
+                self._caught_up.set()
+        return self._caught_up
+
+    def _set_caught_up(self) -> None:
+        self._is_caught_up = True
+        if self._caught_up is not None:
+            self._caught_up.set()
 
     def _is_live(self, info: StreamInfo | None) -> bool:
         if info is None:
@@ -349,11 +380,14 @@ class ResumableReader:
         if self._busy:
             raise RuntimeError("another task is already iterating this ResumableReader; open one reader per task")
         while not self._closed:
-            if self._buffer:
-                sequence, chunk = self._buffer.popleft()
+            if self._next < len(self._buffer):
+                sequence, chunk = self._buffer[self._next]
+                self._next += 1
                 self.current_sequence = sequence
-                if self.catch_up_head is not None and sequence >= self.catch_up_head and not self._buffer:
-                    self.caught_up.set()
+                if self._next == len(self._buffer):
+                    self._buffer, self._next = (), 0  # an idle reader keeps no chunk
+                    if self.catch_up_head is not None and sequence >= self.catch_up_head:
+                        self._set_caught_up()
                 return sequence, chunk
             waiter: Any = self._kept
             self._kept = None
@@ -377,7 +411,7 @@ class ResumableReader:
                 if self.catch_up_head is None:
                     self.catch_up_head = info.head_sequence if info else self.current_sequence
                 if chunks:
-                    self._buffer.extend(chunks)
+                    self._buffer, self._next = chunks, 0
                     if info is not None and chunks[-1][0] >= info.head_sequence and self.manager.reads_are_current:
                         self._kept = waiter  # the next wait needs no read unless it fires
                     else:
@@ -385,7 +419,7 @@ class ResumableReader:
                     if self._waiting_for_live and self._is_live(info):
                         self._waiting_for_live = False
                     continue
-            self.caught_up.set()
+            self._set_caught_up()
             if self._waiting_for_live:
                 if self._is_live(info):
                     self._waiting_for_live = False
@@ -427,7 +461,7 @@ class ResumableReader:
             self._fail_safe = None
         if self._parked is not None:  # close() from another task: the cancelled timer was its wake-up
             self._parked.expire()
-        self.caught_up.set()
+        self._set_caught_up()
         self._closed = True
         if self._kept is not None:
             self._kept.cancel()

@@ -19,7 +19,6 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.errors import (
     MethodNotAllowedError,
@@ -38,6 +37,7 @@ from helix_django.transport.http import ClientDisconnected, StreamedResponse, re
 from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
 from helix_django.transport.resume import plan_resume
+from helix_django.transport.resume_reads import ResumeState, read_resume_state
 from helix_django.transport.sse import UI_STREAM_HEADERS, log_unexpected, send_empty, send_error
 
 
@@ -57,6 +57,8 @@ class _Caller:
     """The session row a send names (None: none yet, or the request carries no message)."""
     holds_last_message: bool = False
     """The session already holds the body's trailing message: the request resumes, it sends nothing."""
+    resume: ResumeState | None = None
+    """What a resume is planned from (a GET, or a POST whose trailing message the session holds)."""
 
 
 def _may_hold_last_message(request: ChatRequest) -> bool:
@@ -67,14 +69,24 @@ def _may_hold_last_message(request: ChatRequest) -> bool:
 
 
 def _identify(django_request: HttpRequest, request: ChatRequest | None, create_anonymous: bool) -> _Caller:
-    """Authenticate, then read the session row a send names (and whether it holds the trailing message)."""
+    """Authenticate, then read the session row a send names (and whether it holds the trailing message).
+
+    A resume (no message, or a trailing message the session holds) also reads here what it is
+    planned from (:func:`~helix_django.transport.resume_reads.read_resume_state`): one trip to
+    the ORM's thread for the caller, its session, run and committed tool calls.
+    """
     identity = authenticate(django_request, create_anonymous=create_anonymous)
-    if request is None or not request.has_messages:
+    if request is None:
         return _Caller(identity)
+    if not request.has_messages:  # a resume: its reads join this hop (issue 23)
+        return _Caller(identity, resume=read_resume_state(request.session_id, identity.owner))
     session = read_session(request.session_id)
     if session is None or not _may_hold_last_message(request):
         return _Caller(identity, session)
-    return _Caller(identity, session, holds_active_message(session.pk, request.messages[-1]["id"]))
+    if not holds_active_message(session.pk, request.messages[-1]["id"]):
+        return _Caller(identity, session)
+    resume = read_resume_state(session.pk, identity.owner, session=session)
+    return _Caller(identity, session, holds_last_message=True, resume=resume)
 
 
 def _session_for_send(request: ChatRequest, caller: _Caller) -> ChatSession:
@@ -130,9 +142,8 @@ async def plan_chat(request: ChatRequest, caller: _Caller) -> ResponsePlan:
         session = _session_for_send(request, caller)
         if not caller.holds_last_message:
             return await plan_send(request, caller.identity, session)
-    else:
-        session = await sync_to_async(get_owned_session)(request.session_id, caller.identity.owner)
-    return await plan_resume(request, session)
+    assert caller.resume is not None  # _identify reads it for every resume
+    return await plan_resume(request, caller.resume)
 
 
 async def _parse(scope: dict[str, Any], body: bytes) -> tuple[ChatRequest | None, ValidationError | None]:
@@ -186,6 +197,22 @@ class ChatConsumer:
         """Serve one request through the host's middleware (:mod:`~helix_django.transport.host`)."""
         if scope["type"] != "http":
             raise ValueError("The chat route serves HTTP only")
+        planned = await self._plan(scope, receive, send)
+        if planned is None:
+            return
+        # Only the plan and the headers outlive the planning: an open response holds no request,
+        # DRF object or user (issue 23: idle memory per response).
+        plan, headers = planned
+        if plan.status == 204:
+            await send_empty(send, 204, headers=headers)
+            return
+        response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
+        await response.run(200, UI_STREAM_HEADERS + headers, plan_frames(plan))
+
+    async def _plan(
+        self, scope: dict[str, Any], receive: Any, send: Any
+    ) -> tuple[ResponsePlan, list[tuple[bytes, bytes]]] | None:
+        """Authenticate and plan; return ``(plan, headers)``, or None once answered (a refusal, a disconnect)."""
         headers: list[tuple[bytes, bytes]] = []
         try:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
@@ -193,23 +220,17 @@ class ChatConsumer:
             answer = await sync_to_async(through_host)(scope, body, functools.partial(_admit, scope, parsed))
             if answer.response is not None:
                 await send_host_response(send, answer.response)
-                return
+                return None
             headers = answer.headers
             request, caller = answer.unwrap()
             headers = headers + caller.identity.set_cookies
             disconnected, plan = await run_until_disconnect(receive, plan_chat(request, caller))
         except ClientDisconnected:
-            return
+            return None
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
             log_unexpected("chat route", exc)
             if isinstance(exc, MethodNotAllowedError):
                 headers = [*headers, (b"allow", b"GET, POST")]
             await self.refuse(send, exc, headers)
-            return
-        if disconnected:
-            return
-        if plan.status == 204:
-            await send_empty(send, 204, headers=headers)
-            return
-        response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
-        await response.run(200, UI_STREAM_HEADERS + headers, plan_frames(plan))
+            return None
+        return None if disconnected else (plan, headers)

@@ -151,10 +151,12 @@ async def run_until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[
 class StreamedResponse:
     """An SSE response fed by an async iterator of frames (bytes).
 
-    One task pumps frames straight to ``send`` (no queue, no task per frame); another
-    watches ``receive()`` for the disconnect; a third sends a ``: keep-alive`` comment
-    when nothing was sent for ``heartbeat_seconds``. Sends are serialized by a lock, so a
-    heartbeat never lands inside a frame.
+    The response's own task pumps frames straight to ``send`` (no queue, no task per
+    frame); one task watches ``receive()`` for the disconnect and cancels the pump when it
+    comes; a timer (no task while idle) sends a ``: keep-alive`` comment when nothing was
+    sent for ``heartbeat_seconds``. Sends are serialized by a lock, so a heartbeat never
+    lands inside a frame. An idle open response is so one parked task and one timer
+    beside the server's own (issue 23: idle memory per response).
     """
 
     def __init__(self, send: Send, receive: Receive, *, heartbeat_seconds: float) -> None:
@@ -165,47 +167,75 @@ class StreamedResponse:
         """Set once the client went away (its producer was cancelled)."""
         self._lock = asyncio.Lock()
         self._last_sent = 0.0
+        self._pumping: asyncio.Task[Any] | None = None
+        """The task pumping frames, while it does: a disconnect cancels it."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._beat: asyncio.Future[None] | None = None
+        """A keep-alive being sent, if any."""
 
     async def run(self, status: int, headers: list[tuple[bytes, bytes]], frames: AsyncIterator[bytes]) -> None:
         """Send the headers, then every frame as it comes, heartbeats on idle, until the end or a disconnect."""
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         await self._send_body(STREAM_OPEN)
-        producer = asyncio.ensure_future(self._pump(frames))
         watcher = asyncio.ensure_future(wait_for_disconnect(self.receive))
-        heartbeat = asyncio.ensure_future(self._heartbeat())
+        watcher.add_done_callback(self._on_disconnect)
+        self._arm(self.heartbeat_seconds)
         try:
-            done, _ = await asyncio.wait({producer, watcher}, return_when=asyncio.FIRST_COMPLETED)
-            if producer not in done:
-                self.disconnected = True
-                return
-            heartbeat.cancel()
+            self._pumping = asyncio.current_task()
+            try:
+                await self._pump(frames)
+            finally:
+                self._pumping = None
+            self._stop_heartbeats()
             async with self._lock:
                 await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not self.disconnected:
+                raise
+            _uncancel()  # our own cancellation (the client left), not the server's: the response ends
         finally:
-            for task in (heartbeat, producer, watcher):
-                task.cancel()
-            for task in (heartbeat, producer, watcher):
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            self._stop_heartbeats()
+            watcher.remove_done_callback(self._on_disconnect)
+            for task in (self._beat, watcher):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    def _on_disconnect(self, watcher: asyncio.Future[None]) -> None:
+        if watcher.cancelled() or watcher.exception() is not None:
+            return
+        self.disconnected = True
+        if self._pumping is not None:
+            self._pumping.cancel()
 
     async def _send_body(self, body: bytes) -> None:
         async with self._lock:
             await self.send({"type": "http.response.body", "body": body, "more_body": True})
             self._last_sent = asyncio.get_running_loop().time()
 
-    async def _heartbeat(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            idle = loop.time() - self._last_sent
-            if idle >= self.heartbeat_seconds:
-                await self._send_body(KEEP_ALIVE)
-                idle = 0.0
-            await asyncio.sleep(self.heartbeat_seconds - idle)
+    def _arm(self, delay: float) -> None:
+        self._timer = asyncio.get_running_loop().call_later(delay, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        idle = asyncio.get_running_loop().time() - self._last_sent
+        if idle < self.heartbeat_seconds or (self._beat is not None and not self._beat.done()):
+            self._arm(max(self.heartbeat_seconds - idle, 0.001))
+            return
+        self._beat = asyncio.ensure_future(self._send_body(KEEP_ALIVE))
+        self._beat.add_done_callback(_retrieve)
+        self._arm(self.heartbeat_seconds)
+
+    def _stop_heartbeats(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def _pump(self, frames: AsyncIterator[bytes]) -> None:
         try:
             async for item in frames:
                 await self._send_body(item)
+                del item  # waiting for the next frame, the response holds no sent one
         except Exception as exc:  # the frame source renders its own errors; this is a last resort
             log_unexpected("stream producer", exc)
         finally:
@@ -213,3 +243,17 @@ class StreamedResponse:
             if aclose is not None:
                 with contextlib.suppress(Exception):
                     await aclose()
+
+
+def _uncancel() -> None:
+    """Withdraw the current task's pending cancellation request (Python 3.11+; a no-op before)."""
+    task = asyncio.current_task()
+    uncancel = getattr(task, "uncancel", None)
+    if uncancel is not None:
+        uncancel()
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
+    """Read a finished keep-alive's outcome, so a send to a gone client is never logged as unretrieved."""
+    if not task.cancelled():
+        task.exception()

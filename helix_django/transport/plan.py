@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from helix_django.errors import HelixError, StreamDropError
 from helix_django.metrics import delivery_observer
@@ -44,6 +44,11 @@ class ResponsePlan:
         """Whether the backlog holds a chunk a client would see: not only internal ones, or a run end
         the client is told (``abort`` of a cancelled run, the error of a failed one)."""
         return any(_is_visible(chunk) for _seq, chunk in self.backlog)
+
+    async def close(self) -> None:
+        """Release the live reader of a plan that will not be sent (its kept waiter included)."""
+        if self.reader is not None:
+            await self.reader.close()
 
     @classmethod
     def nothing(cls) -> ResponsePlan:
@@ -82,12 +87,46 @@ async def read_plan(
     else:
         chunks, info = await manager.read_backlog(stream_id, after=after)
         live = info if follow else live
+    return plan_from_chunks(
+        manager,
+        stream_id,
+        chunks,
+        run=run,
+        from_sequence=from_sequence,
+        response_filter=response_filter,
+        live=live,
+        prefix=prefix,
+    )
+
+
+def plan_from_chunks(
+    manager: BaseStreamManager,
+    stream_id: str,
+    chunks: list[StoredChunk],
+    *,
+    run: Run,
+    from_sequence: int,
+    response_filter: ResponseFilter,
+    live: StreamInfo | None,
+    prefix: list[dict[str, Any]] | None = None,
+    subscribed: Any = None,
+) -> ResponsePlan:
+    """Plan from the run's chunks already read (every one after ``min(run.start_sequence, from_sequence)``).
+
+    With ``live`` (the info read with ``chunks``), a reader continues after the last of
+    them; ``subscribed``, a waiter subscribed before that read, is handed to it
+    (:class:`~helix_django.streams.base.ResumableReader`), so its first wait reads nothing.
+    """
     response_filter.prescan(chunks)
     backlog = [(seq, chunk) for seq, chunk in chunks if seq > from_sequence]
     reader = None
     if live is not None:
         last = max(from_sequence, chunks[-1][0] if chunks else from_sequence)
-        reader = ResumableReader(manager, stream_id, from_sequence=last, wait_for_live=False, info=live)
+        reader = ResumableReader(
+            manager, stream_id, from_sequence=last, wait_for_live=False, info=live, subscribed=subscribed
+        )
+    elif subscribed is not None:
+        subscribed.cancel()
     return ResponsePlan(prefix=list(prefix or []), backlog=backlog, reader=reader, filter=response_filter, run=run)
 
 
@@ -98,9 +137,21 @@ def _chunk_frames(response_filter: ResponseFilter, sequence: int, chunk: dict[st
     return out
 
 
-def _final_error(run: Run | None) -> dict[str, Any]:
+class _RunEnding(NamedTuple):
+    """What the terminal of a response needs of the run it serves (not the whole row: issue 23)."""
+
+    status: str
+    is_live: bool
+    error_detail: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, run: Run | None) -> _RunEnding | None:
+        return None if run is None else cls(str(run.status), run.is_live, run.error_detail())
+
+
+def _final_error(run: _RunEnding | None) -> dict[str, Any]:
     if run is not None and not run.is_live and run.status != RunStatus.COMPLETED:
-        detail = run.error_detail() or {}
+        detail = run.error_detail or {}
         return {
             "error": detail.get("message") or "The generation did not finish",
             "code": detail.get("code") or f"run_{run.status}",
@@ -128,25 +179,31 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
         return
     response_filter = plan.filter or ResponseFilter(run_id=None)
     body = _Body([frame(chunk) for chunk in plan.prefix])
+    # Sent once: an open response keeps none of its replayed chunks, nor the run's row (issue 23, idle memory).
+    backlog, plan.prefix, plan.backlog = plan.backlog, [], []
+    ending, plan.run = _RunEnding.of(plan.run), None
     reader = plan.reader
     observe_lag = delivery_observer("chat") if reader is not None else None
+    stored: StoredChunk | None = None
     try:
-        for sequence, chunk in plan.backlog:
-            body.add(_chunk_frames(response_filter, sequence, chunk))
+        for stored in backlog:
+            body.add(_chunk_frames(response_filter, *stored))
             if response_filter.terminal:
                 break
             if body.is_full:
                 yield body.take()
+        backlog = []
         while reader is not None and not response_filter.terminal:
+            stored = None  # parked on the reader, the response holds no chunk
             if body and not reader.ready:
                 yield body.take()  # the reader may wait now: what is ready goes out first
             try:
-                sequence, chunk = await anext(reader)
+                stored = await anext(reader)
             except StopAsyncIteration:
                 break
             if observe_lag is not None:
-                observe_lag(chunk)
-            body.add(_chunk_frames(response_filter, sequence, chunk))
+                observe_lag(stored[1])
+            body.add(_chunk_frames(response_filter, *stored))
             if body.is_full:
                 yield body.take()
     except HelixError as exc:
@@ -156,12 +213,14 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
     finally:
         if reader is not None:
             await reader.close()
-    body.add(_terminal_frames(plan, response_filter, reader.last_info if reader is not None else None))
+    body.add(_terminal_frames(plan, ending, response_filter, reader.last_info if reader is not None else None))
     if body:
         yield body.take()
 
 
-def _terminal_frames(plan: ResponsePlan, response_filter: ResponseFilter, info: StreamInfo | None) -> list[bytes]:
+def _terminal_frames(
+    plan: ResponsePlan, run: _RunEnding | None, response_filter: ResponseFilter, info: StreamInfo | None
+) -> list[bytes]:
     """The frames that end a response the filter did not end with an ``error`` chunk (ending table, docs/transport.md).
 
     A clean terminal of the run is ``[DONE]`` (after ``abort`` for a cancelled one, which
@@ -181,9 +240,9 @@ def _terminal_frames(plan: ResponsePlan, response_filter: ResponseFilter, info: 
     if info is not None and info.status == ENDED:
         abort = [frame(dict(ABORT_CHUNK))] if info.end_status == "cancelled" else []
         return [*abort, DONE_FRAME]
-    if plan.run is not None and plan.run.status == RunStatus.COMPLETED and plan.reader is None:
+    if run is not None and run.status == RunStatus.COMPLETED and plan.reader is None:
         return [DONE_FRAME]
-    return [error_frame(_final_error(plan.run))]
+    return [error_frame(_final_error(run))]
 
 
 class _Body:

@@ -22,21 +22,30 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 from django.utils.translation import gettext_lazy
 
 from helix_django.conf import helix_settings
-from helix_django.errors import NotResumableError, SessionNotFoundError, StreamDropError, StreamFailedError
-from helix_django.models import ChatSession, Message, Run, RunStatus
+from helix_django.errors import (
+    HelixError,
+    NotResumableError,
+    SessionNotFoundError,
+    StreamDropError,
+    StreamFailedError,
+)
+from helix_django.models import Run, RunStatus
+from helix_django.orm import sync_to_async
 from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import ACTIVE, FAILED, PAUSED, BaseStreamManager, StreamInfo
+from helix_django.streams.base import ACTIVE, FAILED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.transport.chat_request import ChatRequest
 from helix_django.transport.frames import check_cursor
-from helix_django.transport.plan import ResponsePlan, read_plan
+from helix_django.transport.plan import ResponsePlan, plan_from_chunks, read_plan
 from helix_django.transport.prefix import prefix_chunks
-from helix_django.transport.replay import ResponseFilter, tool_call_ids, tool_names_of
+from helix_django.transport.replay import ResponseFilter, tool_call_ids
+from helix_django.transport.resume_reads import ResumeState, read_resume_state
 
 #: Run kinds whose response message existed before the run (it continues that message).
 CONTINUATION_KINDS = frozenset({"tool_result", "continue"})
@@ -67,19 +76,25 @@ class StreamFailedResponse(StreamFailedError):
         return body
 
 
-async def _current_run(session_id: str) -> tuple[ChatSession, Run | None]:
-    session = await ChatSession.objects.filter(pk=session_id).afirst()
-    if session is None:
-        raise SessionNotFoundError()
-    run = await Run.objects.filter(pk=session.current_run_id).afirst() if session.current_run_id else None
-    return session, run
+@dataclasses.dataclass
+class LiveRead:
+    """The first read of a live run's stream: its info, the chunks after the cursor, the waiter."""
+
+    info: StreamInfo
+    """The stream's info, claimed by the run (read atomically with ``chunks``)."""
+    chunks: list[StoredChunk]
+    """Every chunk after the read's ``after`` up to ``info``'s head."""
+    waiter: Any
+    """Subscribed before the read: the response's reader keeps it (or cancel it)."""
 
 
-async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run) -> StreamInfo | None:
-    """Wait until ``run`` holds the stream's claim; return the stream info, or None if the run ended.
+async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run, *, after: int) -> LiveRead | None:
+    """Wait until ``run`` holds the stream's claim; return the stream read after ``after``, or None if the run ended.
 
-    Event-driven: parks on the manager's wake-ups; the only timer is ``LIVE_WAIT_TIMEOUT_MS``,
-    after which StreamDropError (``cause: run_not_live``, 503, ``Retry-After: 1``) is raised.
+    One read serves the liveness check and the backlog: the stream's chunks after ``after``
+    and its info come back together (``read_backlog``). Event-driven: parks on the
+    manager's wake-ups; the only timer is ``LIVE_WAIT_TIMEOUT_MS``, after which
+    StreamDropError (``cause: run_not_live``, 503, ``Retry-After: 1``) is raised.
     Releasing a waiter twice (the wait's own release, then the ``finally``) is harmless:
     ``Waiter.cancel()`` drops the process's cross-process listen count once per waiter.
     """
@@ -87,10 +102,12 @@ async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run) 
     deadline = loop.time() + helix_settings.LIVE_WAIT_TIMEOUT_MS / 1000
     while True:
         waiter = manager.subscribe(stream_id)
+        handed = False
         try:
-            info = await manager.get_info(stream_id)
+            chunks, info = await manager.read_backlog(stream_id, after=after)
             if info is not None and info.run_id == run.id:
-                return info
+                handed = True
+                return LiveRead(info=info, chunks=chunks, waiter=waiter)
             fresh = await Run.objects.filter(pk=run.id).afirst()
             if fresh is None or not fresh.is_live:
                 return None
@@ -99,25 +116,17 @@ async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run) 
                 raise StreamDropError(gettext_lazy("The run did not go live in time"), cause="run_not_live")
             await waiter.wait(remaining)
         finally:
-            waiter.cancel()
+            if not handed:
+                waiter.cancel()
 
 
-async def _committed_message(session_id: str, message_id: str) -> dict[str, Any] | None:
-    row = await Message.objects.filter(session_id=session_id, ui_id=message_id, position__isnull=False).afirst()
-    return row.to_ui_message() if row else None
-
-
-async def _session_tool_names(session_id: str) -> dict[str, str]:
-    rows = [m.to_ui_message() async for m in Message.objects.filter(session_id=session_id, position__isnull=False)]
-    return tool_names_of(rows)
-
-
-async def plan_prefix(session: ChatSession, run: Run | None, message_id: str) -> ResponsePlan:
+async def plan_prefix(state: ResumeState, message_id: str) -> ResponsePlan:
     """Plan a C-1 replay: ``message_id``'s committed parts, then the tail after the same snapshot's cursor.
 
     Raises NotResumableError (``resume_message_unknown``), HistoryIncompleteError (the
     prefix read failed: 503 retryable / 409) or StreamDropError (``run_not_live``).
     """
+    session, run = state.session, state.run
     snapshot = await abuild_snapshot(session.id)
     if snapshot is None:
         raise SessionNotFoundError()
@@ -129,58 +138,72 @@ async def plan_prefix(session: ChatSession, run: Run | None, message_id: str) ->
     if run is None or run.response_message_id != message_id:
         return ResponsePlan(prefix=prefix, run=run, filter=ResponseFilter(run_id=None))
     manager = get_stream_manager()
-    live = await wait_until_live(manager, session.stream_id, run) if run.is_live else None
     tail_from = max(snapshot["streamSequence"], run.start_sequence)
     response_filter = ResponseFilter(
         run_id=run.id,
         owned_tool_call_ids=tool_call_ids(message),
         dedupe_start_for=message_id,
-        tool_names=await _session_tool_names(session.id),
+        tool_names=state.tool_names,
     )
-    return await read_plan(
+    live = await wait_until_live(manager, session.stream_id, run, after=run.start_sequence) if run.is_live else None
+    if live is None:
+        return await read_plan(
+            manager, session.stream_id, run=run, from_sequence=tail_from, response_filter=response_filter, prefix=prefix
+        )
+    return plan_from_chunks(
         manager,
         session.stream_id,
+        live.chunks,
         run=run,
         from_sequence=tail_from,
         response_filter=response_filter,
-        live=live,
+        live=live.info,
         prefix=prefix,
+        subscribed=live.waiter,
     )
 
 
-async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 0) -> ResponsePlan:
-    """Plan the response to a resume (see the module docstring)."""
-    session, run = await _current_run(session.id)
+async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0) -> ResponsePlan:
+    """Plan the response to a resume (see the module docstring) from the state read with its authentication."""
+    session, run = state.session, state.run
     if request.replay_prefix and request.existing_message_id:
-        return await plan_prefix(session, run, request.existing_message_id)
+        return await plan_prefix(state, request.existing_message_id)
     if run is None:
         return ResponsePlan.nothing()
     manager = get_stream_manager()
     stream_id = session.stream_id
     if run.is_live:
         if request.cursor is None and run.kind in CONTINUATION_KINDS:
-            return await plan_prefix(session, run, run.response_message_id)
-        live = await wait_until_live(manager, stream_id, run)
-        if live is not None and live.status == PAUSED and run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
-            # Paused but not waiting for the browser: a recovery fenced the run's writer and is
-            # deciding its ending (recovery/scan.py, fence_writer). Ask the client to come back.
-            raise StreamDropError(gettext_lazy("The run is being recovered; resume again"), cause="run_recovering")
+            return await plan_prefix(state, run.response_message_id)
+        live = await wait_until_live(manager, stream_id, run, after=run.start_sequence)
         if live is None:  # the run ended while we waited: decide again from what it left
             if _depth >= _MAX_REPLANS:
                 raise StreamDropError(cause="run_not_live")
-            return await plan_resume(request, session, _depth + 1)
-        if request.cursor is not None:
-            check_cursor(request.cursor, live)
+            fresh = await sync_to_async(read_resume_state)(session.id, None)
+            return await plan_resume(request, fresh, _depth + 1)
+        try:
+            if live.info.status == PAUSED and run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
+                # Paused but not waiting for the browser: a recovery fenced the run's writer and is
+                # deciding its ending (recovery/scan.py, fence_writer). Ask the client to come back.
+                raise StreamDropError(gettext_lazy("The run is being recovered; resume again"), cause="run_recovering")
+            if request.cursor is not None:
+                check_cursor(request.cursor, live.info)
+        except HelixError:
+            live.waiter.cancel()
+            raise
         cursor = run.start_sequence if request.cursor is None else max(request.cursor, run.start_sequence)
-        plan = await read_plan(
+        plan = plan_from_chunks(
             manager,
             stream_id,
+            live.chunks,
             run=run,
             from_sequence=cursor,
-            live=live,
-            response_filter=await _resume_filter(request, session, run, cursor if request.cursor is not None else None),
+            live=live.info,
+            response_filter=_resume_filter(request, state, cursor if request.cursor is not None else None),
+            subscribed=live.waiter,
         )
-        if live.status != ACTIVE and not plan.has_visible_backlog:
+        if live.info.status != ACTIVE and not plan.has_visible_backlog:
+            await plan.close()
             return ResponsePlan.nothing()  # paused, and nothing after the cursor
         return plan
     if request.cursor is None:
@@ -200,17 +223,14 @@ async def plan_resume(request: ChatRequest, session: ChatSession, _depth: int = 
         run=run,
         from_sequence=cursor,
         live=None,
-        response_filter=await _resume_filter(request, session, run, cursor),
+        response_filter=_resume_filter(request, state, cursor),
     )
     return plan if plan.has_visible_backlog else ResponsePlan.nothing()
 
 
-async def _resume_filter(request: ChatRequest, session: ChatSession, run: Run, cursor: int | None) -> ResponseFilter:
+def _resume_filter(request: ChatRequest, state: ResumeState, cursor: int | None) -> ResponseFilter:
     """The filter of a resume without prefix: the client holds the message it resumes into."""
     owned: list[str] = []
     if cursor is not None:
-        held = await _committed_message(session.id, request.existing_message_id or run.response_message_id)
-        owned = tool_call_ids(held)
-    return ResponseFilter(
-        run_id=run.id, owned_tool_call_ids=owned, cursor=cursor, tool_names=await _session_tool_names(session.id)
-    )
+        owned = state.held_tool_call_ids(request.existing_message_id or state.run.response_message_id)
+    return ResponseFilter(run_id=state.run.id, owned_tool_call_ids=owned, cursor=cursor, tool_names=state.tool_names)

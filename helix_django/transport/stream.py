@@ -10,16 +10,18 @@ does not own, is 404 ``{error: 'Stream not found'}``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
 from django.http import HttpRequest
 
-from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
-from helix_django.errors import HelixError, MethodNotAllowedError, StreamNotFoundError
+from helix_django.errors import MethodNotAllowedError, StreamNotFoundError
 from helix_django.ids import validate_session_id
+from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
+from helix_django.store.reads import read_session
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ResumableReader
 from helix_django.transport.auth import Identity, authenticate
@@ -37,11 +39,22 @@ async def _sse(reader: ResumableReader) -> AsyncIterator[bytes]:
             yield frame(item, event=item["type"])
 
 
-def _admit(django_request: HttpRequest) -> Identity:
-    """The route's synchronous part, run inside the host's middleware: method, then authentication."""
+def _admit(scope: dict[str, Any], django_request: HttpRequest) -> tuple[Identity, ChatSession, int]:
+    """The route's synchronous part, run inside the host's middleware: method, authentication, then the
+    session read (one hop, issue 23). Returns ``(identity, session, cursor)``.
+
+    Refusals in the route's order: 405, then 401/403/429, then 400 (session id, cursor),
+    then 404 ``Stream not found`` for a session that is missing or another owner's.
+    """
     if django_request.method != "GET":
         raise MethodNotAllowedError()
-    return authenticate(django_request)
+    identity = authenticate(django_request)
+    session_id = validate_session_id(scope["url_route"]["kwargs"]["session_id"])
+    from_sequence = request_cursor(scope) or 0
+    session = read_session(session_id)
+    if session is None or not identity.owner.owns(session):
+        raise StreamNotFoundError()
+    return identity, session, from_sequence
 
 
 class StreamConsumer:
@@ -54,35 +67,54 @@ class StreamConsumer:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Serve one request; see the module docstring."""
+        opened = await self._open(scope, receive, send)
+        if opened is None:
+            return
+        reader, headers = opened  # an open response holds no request, DRF object or user (issue 23)
+        response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
+        await response.run(200, RAW_STREAM_HEADERS + headers, _sse(reader))
+
+    async def _open(
+        self, scope: dict[str, Any], receive: Any, send: Any
+    ) -> tuple[ResumableReader, list[tuple[bytes, bytes]]] | None:
+        """Admit the request and read the stream after its cursor; return ``(reader, headers)`` or None once answered.
+
+        One read of the stream gives its info (404 when it does not exist, 409 for a cursor
+        beyond its head) and the first chunks; the reader starts on the waiter subscribed
+        before it, so it reads again only after a write.
+        """
         headers: list[tuple[bytes, bytes]] = []
+        waiter = None
         try:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            answer = await sync_to_async(through_host)(scope, body, _admit)
+            answer = await sync_to_async(through_host)(scope, body, functools.partial(_admit, scope))
             if answer.response is not None:
                 await send_host_response(send, answer.response)
-                return
+                return None
             headers = answer.headers
-            identity = answer.unwrap()
+            identity, session, from_sequence = answer.unwrap()
             headers = headers + identity.set_cookies
-            session_id = validate_session_id(scope["url_route"]["kwargs"]["session_id"])
-            from_sequence = request_cursor(scope) or 0
-            try:
-                session = await sync_to_async(get_owned_session)(session_id, identity.owner)
-            except HelixError as exc:
-                raise StreamNotFoundError() from exc
             manager = get_stream_manager()
-            info = await manager.get_info(session.stream_id)
+            waiter = manager.subscribe(session.stream_id)
+            chunks, info = await manager.read_after(session.stream_id, from_sequence)
             if info is None:
                 raise StreamNotFoundError()
             check_cursor(from_sequence, info)
         except ClientDisconnected:
-            return
+            return None
         except Exception as exc:
+            if waiter is not None:
+                waiter.cancel()
             log_unexpected("stream route", exc)
             await send_error(send, exc, headers=headers)
-            return
+            return None
         reader = ResumableReader(
-            manager, session.stream_id, from_sequence=from_sequence, wait_for_live=False, info=info
+            manager,
+            session.stream_id,
+            from_sequence=from_sequence,
+            wait_for_live=False,
+            info=info,
+            subscribed=waiter,
+            chunks=chunks,
         )
-        response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
-        await response.run(200, RAW_STREAM_HEADERS + headers, _sse(reader))
+        return reader, headers

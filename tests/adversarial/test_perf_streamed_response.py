@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from helix_django.transport.http import StreamedResponse
 from helix_django.transport.sse import KEEP_ALIVE, STREAM_OPEN
 
@@ -111,3 +113,28 @@ async def test_a_disconnect_while_a_send_is_stuck_ends_every_task_and_closes_the
     await asyncio.sleep(0)
     assert len(asyncio.all_tasks()) == before
     assert all(m.get("more_body", True) for m in server.messages)  # no end sent to a gone client
+
+
+async def test_an_idle_open_response_parks_one_task_beside_its_own():
+    """Issue 23 (idle memory per response): the disconnect watcher is the only task a response adds;
+    frames are pumped by the response's own task and keep-alives come from a timer."""
+    server = SlowServer()
+    parked = asyncio.Event()
+
+    async def frames():
+        yield frame(1)
+        parked.set()
+        await asyncio.Event().wait()  # a quiet run: nothing to send for a while
+
+    before = len(asyncio.all_tasks())
+    response = StreamedResponse(server.send, server.receive, heartbeat_seconds=0.05)
+    running = asyncio.ensure_future(response.run(200, [], frames()))
+    await asyncio.wait_for(parked.wait(), 5)
+    assert len(asyncio.all_tasks()) == before + 2  # the response's own task and its watcher
+    await asyncio.sleep(0.13)
+    assert server.bodies.count(KEEP_ALIVE) >= 1  # keep-alives still go out while idle
+    assert len(asyncio.all_tasks()) == before + 2
+    running.cancel()  # the server's cancellation propagates (it is not a disconnect)
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert len(asyncio.all_tasks()) == before and not response.disconnected

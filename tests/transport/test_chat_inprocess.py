@@ -38,6 +38,7 @@ async def test_an_unexpected_failure_is_a_typed_500_without_its_text(token_heade
         raise RuntimeError("prompt text: my secret")
 
     monkeypatch.setattr("helix_django.transport.chat.plan_chat", explode)
+    await store.aget_or_create_session("chat_x", owner_id=user.pk)  # read with the authentication, before planning
     status, _headers, body = await call("GET", "/helix/api/sessions/chat_x/chat", header)
     assert status == 500
     assert json.loads(body) == {"error": "Internal error", "code": "framework_internal_error", "retryable": False}

@@ -45,7 +45,7 @@ def _target(fn):
     """The function a hop runs (asgiref wraps it as the last partial of its thread handler)."""
     while isinstance(fn, functools.partial):
         fn = fn.args[-1] if fn.args and isinstance(fn.args[-1], functools.partial) else fn.func
-    return getattr(fn, "__qualname__", repr(fn))
+    return getattr(fn, "__qualname__", type(fn).__qualname__)  # never repr(): a QuerySet would run
 
 
 class HopCounter:
