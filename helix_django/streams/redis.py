@@ -38,11 +38,11 @@ from helix_django.streams.base import (
     PAUSED,
     BaseStreamManager,
     Chunk,
-    ResumableReader,
     StoredChunk,
     StreamInfo,
     raise_connection_error,
 )
+from helix_django.streams.reader import ResumableReader
 from helix_django.streams.redis_connections import LoopState, RedisConnections
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from typing import Any
 from helix_django.errors import HelixError, NotResumableError, StreamDropError
 from helix_django.metrics import delivery_observer
 from helix_django.protocol import RUN_KEY, to_ui_chunk
-from helix_django.streams.base import ENDED, FAILED, PAUSED, ResumableReader, StreamInfo
+from helix_django.streams.base import ENDED, FAILED, PAUSED, StreamInfo
+from helix_django.streams.reader import ResumableReader
 
 
 def check_cursor(from_sequence: int, info: StreamInfo) -> None:

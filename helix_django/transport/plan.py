@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 from helix_django.errors import HelixError, StreamDropError
 from helix_django.metrics import delivery_observer
 from helix_django.models import Run, RunStatus
-from helix_django.streams.base import ENDED, BaseStreamManager, ResumableReader, StoredChunk, StreamInfo
+from helix_django.streams.base import ENDED, BaseStreamManager, StoredChunk, StreamInfo
+from helix_django.streams.reader import ResumableReader
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
 from helix_django.transport.sse import DONE as DONE_FRAME
 from helix_django.transport.sse import error_frame, frame
@@ -115,7 +116,7 @@ def plan_from_chunks(
 
     With ``live`` (the info read with ``chunks``), a reader continues after the last of
     them; ``subscribed``, a waiter subscribed before that read, is handed to it
-    (:class:`~helix_django.streams.base.ResumableReader`), so its first wait reads nothing.
+    (:class:`~helix_django.streams.reader.ResumableReader`), so its first wait reads nothing.
     """
     response_filter.prescan(chunks)
     backlog = [(seq, chunk) for seq, chunk in chunks if seq > from_sequence]

@@ -23,7 +23,7 @@ from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
 from helix_django.store.reads import read_session
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import ResumableReader
+from helix_django.streams.reader import ResumableReader
 from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.frames import check_cursor, stream_frames
 from helix_django.transport.host import send_host_response, through_host

@@ -44,7 +44,7 @@ from helix_django.jsonbody import load_json, run_off_loop
 from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import ResumableReader
+from helix_django.streams.reader import ResumableReader
 from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import check_cursor, stream_frames
 from helix_django.transport.sse import log_unexpected

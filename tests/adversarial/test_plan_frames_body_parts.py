@@ -9,7 +9,7 @@ import pytest
 
 from helix_django.errors import StreamConnectionError
 from helix_django.models import Run, RunStatus
-from helix_django.streams.base import ResumableReader
+from helix_django.streams.reader import ResumableReader
 from helix_django.transport.plan import BODY_BYTES, ResponsePlan, plan_frames
 from helix_django.transport.replay import ResponseFilter
 

@@ -62,7 +62,7 @@ def test_the_metrics_view_is_off_by_default():
 async def test_delivery_lag_of_live_readers_is_exposed_per_route(executor, session):
     """Each chunk a live reader sends is timed from its store (``_at``) to its frame (chat and raw stream routes)."""
     from helix_django.streams import get_stream_manager
-    from helix_django.streams.base import ResumableReader
+    from helix_django.streams.reader import ResumableReader
     from helix_django.transport.frames import stream_frames
     from helix_django.transport.plan import ResponsePlan, plan_frames
     from helix_django.transport.replay import ResponseFilter

@@ -236,7 +236,7 @@ async def test_a_write_during_a_short_restart_is_resent_and_stored_once(private_
 
 
 async def test_a_reader_built_directly_wakes_through_pubsub_started_by_its_first_wait():
-    from helix_django.streams.base import ResumableReader
+    from helix_django.streams.reader import ResumableReader
 
     writer = make()
     other = follower_of(writer)

@@ -7,8 +7,8 @@ import json
 
 from helix_django.errors import StreamConnectionError
 from helix_django.models import Run, RunStatus
-from helix_django.streams.base import ResumableReader
 from helix_django.streams.memory import MemoryStreamManager
+from helix_django.streams.reader import ResumableReader
 from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.replay import ResponseFilter
 
