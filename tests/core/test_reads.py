@@ -78,7 +78,11 @@ def test_a_send_reads_its_session_and_trailing_message_without_orm_query_buildin
     statements = [query["sql"] for query in queries if "helix_django" in query["sql"]]
     assert statements[0].startswith(f"SELECT * FROM {ChatSession._meta.db_table} WHERE id = ")
     assert statements[1].startswith(f"SELECT 1 FROM {Message._meta.db_table} WHERE session_id = ")
-    assert len(statements) == 2
+    # The session holds the message, so the request is a resume: its reads join the same hop
+    # (transport/resume_reads.py): the session's run, then the committed tool calls.
+    assert statements[2].startswith(f"SELECT * FROM {Run._meta.db_table} WHERE id = ")
+    assert statements[3].startswith(f"SELECT ui_id, parts FROM {Message._meta.db_table} WHERE session_id = ")
+    assert len(statements) == 4
 
 
 def test_read_rows_returns_the_committed_rows_in_order_before_a_bound(session):
