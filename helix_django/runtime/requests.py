@@ -154,7 +154,8 @@ def _begin_streaming(run_id: str, session_id: str, before: int) -> list[dict[str
 
 
 abegin_streaming = retrying(_begin_streaming, what="run start")
-"""``await abegin_streaming(run_id, session_id, before)``: a run's first hop (a write, retried; then a read)."""
+"""``await abegin_streaming(run_id, session_id, before)``: the first hop of a run its run-start commit did not
+mark ``streaming`` (a handed-off run's worker): a write, retried; then the conversation's read."""
 
 
 def _response_row(session_id: str, position: int, ui_id: str) -> dict[str, Any] | None:
