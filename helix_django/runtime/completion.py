@@ -101,6 +101,9 @@ async def outlasting_cancel(writes: Awaitable[T]) -> T:
     are raised as they are.
     """
     task = asyncio.ensure_future(writes)
+    caller = asyncio.current_task()
+    if caller is not None:  # named after the run's task (helix-run-<id>): logs and hop counts tell whose it is
+        task.set_name(f"{caller.get_name()}:completion")
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:
