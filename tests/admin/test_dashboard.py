@@ -21,10 +21,12 @@ def test_dashboard_counts_rates_and_first_token_times(staff_client, viewer_clien
     for i, status in enumerate(["completed", "completed", "interrupted", "failed"]):
         flight = InFlight(f"s-dash-{i}")
         flight.write([{"type": "text-start", "id": "t"}, {"type": "text-delta", "id": "t", "delta": "x"}])
-        # The first token 400 ms after the run started (the chunks carry their store time).
-        started_ms = int(flight.run.created_at.timestamp() * 1000)
+        # The first token 400 ms after the run started (the chunks carry their store time, in whole
+        # milliseconds: the start is put on a whole millisecond so the page cannot show "399 ms").
+        created = flight.run.created_at.replace(microsecond=flight.run.created_at.microsecond // 1000 * 1000)
+        started_ms = round(created.timestamp() * 1000)
         flight.write([{"type": "text-delta", "id": "t", "delta": "y", WRITTEN_AT_KEY: started_ms + 400}])
-        Run.objects.filter(pk=flight.run_id).update(status=status, started_at=None)
+        Run.objects.filter(pk=flight.run_id).update(status=status, started_at=None, created_at=created)
     stuck = InFlight("s-dash-stuck")
     stuck.expire()
     InFlight("s-dash-live")
@@ -36,7 +38,7 @@ def test_dashboard_counts_rates_and_first_token_times(staff_client, viewer_clien
     assert board.day == {"completed": 2, "interrupted": 1, "failed": 1, "streaming": 2}
     assert board.stuck == 1
     assert (board.interrupted_rate, board.failed_rate) == (0.25, 0.25)
-    assert board.ttft_samples == 4 and board.ttft_p50 == pytest.approx(0.4, abs=0.01)
+    assert board.ttft_samples == 4 and board.ttft_p50 == pytest.approx(0.4, abs=0.0005)
     assert sum(board.chunks_per_minute) == 4
     assert sum(sum(counts.values()) for _h, counts in board.hourly) == 6
 
