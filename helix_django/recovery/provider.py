@@ -14,6 +14,7 @@ from typing import Any
 from django.utils.module_loading import import_string
 
 from helix_django.conf import helix_settings
+from helix_django.deadlines import within
 from helix_django.errors import HelixError
 from helix_django.models import Run
 
@@ -78,9 +79,7 @@ async def aquery_operation(run: Run, provider: Any | None = None) -> StatusQuery
         if delay:
             await asyncio.sleep(delay)
         try:
-            result = await asyncio.wait_for(
-                provider.retrieve(run.provider_operation_id), timeout=STATUS_QUERY_TIMEOUT_SECONDS
-            )
+            result = await within(provider.retrieve(run.provider_operation_id), STATUS_QUERY_TIMEOUT_SECONDS)
         except Exception as exc:  # noqa: BLE001 - classified below, never logged with its text
             if not _is_transient(exc):
                 logger.warning("helix recovery: status query of run %s failed (%s)", run.id, type(exc).__name__)

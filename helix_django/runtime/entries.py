@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy
 
 from helix_django import store
 from helix_django.conf import helix_settings
+from helix_django.deadlines import within
 from helix_django.errors import (
     FrameworkInternalError,
     HelixError,
@@ -105,13 +106,13 @@ class EntriesMixin:
         entry = self._entries.get(run_id) or self._recent.get(run_id)
         if entry is None:
             return None
-        return await asyncio.wait_for(asyncio.wrap_future(entry.done), timeout)
+        return await within(asyncio.wrap_future(entry.done), timeout)
 
     async def _wait_claimed(self, run_id: str) -> None:
         entry = self._entries.get(run_id)
         if entry is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(entry.claimed)), CANCEL_WAIT_SECONDS)
+                await within(asyncio.shield(asyncio.wrap_future(entry.claimed)), CANCEL_WAIT_SECONDS)
             except asyncio.TimeoutError:
                 pass  # the caller waits for the stream to go live (002, "The run-start window")
 
@@ -175,7 +176,7 @@ class EntriesMixin:
             entry.loop.is_cancel_requested = True
             entry.event_loop.call_soon_threadsafe(entry.task.cancel)
             try:
-                await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(entry.done)), CANCEL_WAIT_SECONDS)
+                await within(asyncio.shield(asyncio.wrap_future(entry.done)), CANCEL_WAIT_SECONDS)
             except asyncio.TimeoutError:
                 logger.warning("run %s: cancel requested, task still ending", run.id)
         else:

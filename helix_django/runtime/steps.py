@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import sys
 from typing import TYPE_CHECKING
 
 from helix_django import store
+from helix_django.deadlines import deadline as idle_deadline
 from helix_django.errors import ProviderError
 from helix_django.runtime.providers.base import (
     Finish,
@@ -28,11 +28,6 @@ from helix_django.runtime.providers.base import (
     TextDelta,
     ToolCall,
 )
-
-if sys.version_info >= (3, 11):
-    from asyncio import timeout as idle_deadline
-else:  # pragma: no cover - the backport of asyncio.timeout (same API)
-    from async_timeout import timeout as idle_deadline
 
 if TYPE_CHECKING:
     from helix_django.runtime.agent import RunLoop

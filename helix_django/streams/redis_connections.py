@@ -23,6 +23,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
+from helix_django.deadlines import within
 from helix_django.errors import StreamConnectionError
 from helix_django.streams import redis_scripts
 from helix_django.streams.notify import StreamNotifier
@@ -169,8 +170,8 @@ class RedisConnections:
         """Start the listener and wait until it is subscribed; StreamConnectionError if it cannot be."""
         state = self.start_listener()
         try:
-            await asyncio.wait_for(state.ready.wait(), self.socket_timeout)
-        except TimeoutError:
+            await within(state.ready.wait(), self.socket_timeout)
+        except asyncio.TimeoutError:  # not the builtin TimeoutError on 3.10
             raise StreamConnectionError(cause="subscribe") from None
 
     async def aclose(self) -> None:

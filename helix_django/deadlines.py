@@ -1,0 +1,36 @@
+"""Deadlines on awaits that never swallow the caller's cancel.
+
+``asyncio.wait_for`` on Python 3.10 and 3.11 returns the awaited result when the caller is
+cancelled in the same loop iteration that the awaitable completes: the cancel is lost
+(cpython#86296, fixed in 3.12 by building ``wait_for`` on ``asyncio.timeout``). A run's task
+or a request's task that loses its cancel keeps going after a Stop, a lease loss or a
+disconnect, so helix bounds its awaits with a deadline on the caller's own task instead;
+that also creates no task for the awaitable (issue 23: no task per provider event).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable
+from typing import TypeVar
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout as deadline
+else:  # pragma: no cover - the backport of asyncio.timeout (same API)
+    from async_timeout import timeout as deadline
+
+__all__ = ["deadline", "within"]
+
+T = TypeVar("T")
+
+
+async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
+    """Await ``awaitable`` for at most ``seconds`` (``None``: no bound) and return its result.
+
+    Raises ``asyncio.TimeoutError`` (``TimeoutError`` on 3.11+) when the time runs out, the
+    awaitable being cancelled first, and ``asyncio.CancelledError`` whenever the caller is
+    cancelled, even as the awaitable completes (cpython#86296). Wrap a future in
+    ``asyncio.shield`` to keep it running past the deadline.
+    """
+    async with deadline(seconds):
+        return await awaitable
