@@ -54,6 +54,8 @@ def stream_chunks(client: httpx.Client, session_id: str, body: dict, headers: di
     with connect_sse(client, "POST", url, json=body, headers=dict(headers)) as events:
         assert events.response.status_code == 200, events.response.read()
         for event in events.iter_sse():
+            if not event.data:
+                continue  # a keep-alive's blank line, which httpx-sse dispatches once an id was seen
             if event.data == "[DONE]":
                 break
             ids.append(event.id)

@@ -10,13 +10,23 @@ from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission
 
 from helix_django.models import ChatSession, Run
-from tests.browser.conftest import make_user
+from tests.browser.conftest import make_user, site_server
 from tests.recovery.factories import InFlight
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 #: Where a test run leaves its screenshots when HELIX_SCREENSHOT_DIR is set (for people, not asserted).
 SHOTS = os.environ.get("HELIX_SCREENSHOT_DIR", "")
+
+
+@pytest.fixture
+def site(daphne_server_factory):
+    """The example site whose periodic relaunch scan (every LEASE_SECONDS) never meets the test.
+
+    The seeded stuck run is one the scan would interrupt; on a loaded machine the pages took
+    longer than the example's 10 s between scans, and the list showed it ``interrupted``.
+    """
+    return site_server(daphne_server_factory, LEASE_SECONDS=600)
 
 
 def off_loop(fn, *args):

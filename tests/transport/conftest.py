@@ -96,6 +96,11 @@ def read_sse(client: httpx.Client, method: str, url: str, *, stop_after: int | N
         count = 0
         previous_id = None
         for sse in EventSource(response).iter_sse():
+            if not sse.data:
+                # httpx-sse dispatches the blank line after a ``: keep-alive`` comment as an event
+                # once an id was seen; a browser's EventSource does not (WHATWG: an empty data
+                # buffer is no event). Seen on a loaded machine, where a reader idled past a heartbeat.
+                continue
             # The SSE last-event-id buffer carries over to events without an ``id:`` line.
             event_id = sse.id if sse.id and sse.id != previous_id else None
             previous_id = sse.id or previous_id
