@@ -121,7 +121,12 @@ class RunLoop(EndingsMixin):
         """Run to a terminal or suspended state; return the final run status (or ``superseded``)."""
         renewer = asyncio.create_task(self._renew_lease())
         try:
-            return await self._body()
+            try:
+                return await self._body()
+            finally:
+                # What follows is this task's own ending: a lease the renewer finds lost meanwhile
+                # (the run ended elsewhere) must not cancel it again mid-settle, which left it "abandoned".
+                renewer.cancel()
         except asyncio.CancelledError:
             if self.is_cancel_requested:
                 return await self._guard(self._end_cancelled())
@@ -137,7 +142,6 @@ class RunLoop(EndingsMixin):
         except Exception as exc:
             return await self._guard(self._end_failed(exc))
         finally:
-            renewer.cancel()
             await self.agent.provider.aclose()
 
     async def _guard(self, coro: Any) -> str:
