@@ -186,7 +186,8 @@ def test_sigkills_of_web_processes_and_workers_double_no_chunk_rerun_no_side_eff
     assert figures["side effects re-run"] == 0, figures
     assert figures["runs left non-terminal"] == 0, figures
     assert figures["committed chunks lost"] == 0, (figures, lost)
-    assert figures["runs without a terminal frame"] == 0, figures
+    states = {sid: outcome.get("state") for sid, outcome in outcomes.items()}
+    assert figures["runs without a terminal frame"] == 0, (figures, states)
     assert figures["web kills"] and figures["worker kills"], figures
 
 
