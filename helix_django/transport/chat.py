@@ -8,6 +8,13 @@ else is a resume (:mod:`helix_django.transport.resume`). Refusals are typed JSON
 (``HelixError.to_body()``) with their status; once streaming, a failure is one ``error``
 chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
 and the run goes on.
+
+One trip to the ORM's thread before the first byte (issue 23): the body is read and
+checked on the loop, then :func:`_admit` runs the host's middleware around the route's
+view (authentication, the session read) and, for a plain send, the run-start commit with
+the stream claim and the opening chunks right after it; the run opens back on the loop.
+A send that needs more (a live run, a keyed repeat, an edit, a regenerate, a tool result)
+goes through ``execute()`` as before.
 """
 
 from __future__ import annotations
@@ -21,34 +28,31 @@ from django.http import HttpRequest
 
 from helix_django.conf import helix_settings
 from helix_django.errors import (
-    HelixError,
     MethodNotAllowedError,
     NotAuthenticatedError,
     SessionNotFoundError,
     ValidationError,
 )
-from helix_django.models import ChatSession, Run
+from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
-from helix_django.runtime.handles import RunHandle
-from helix_django.runtime.sends import StartedSend, is_plain_send
+from helix_django.runtime.sends import StartedSend
 from helix_django.store.reads import holds_active_message, read_session
-from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.chat_request import ChatRequest, aparse_chat_request
+from helix_django.transport.chat_send import (
+    OpenedSend,
+    get_executor,
+    is_plain_chat_send,
+    loop_head,
+    plan_handle,
+    plan_send,
+)
 from helix_django.transport.host import HostAnswer, send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
-from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
-from helix_django.transport.replay import ResponseFilter, tool_call_ids
+from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.resume import plan_resume
 from helix_django.transport.resume_reads import ResumeState, read_resume_state
 from helix_django.transport.sse import UI_STREAM_HEADERS, log_unexpected, send_empty, send_error
-
-
-def get_executor() -> Any:
-    """Return the runtime's configured executor (``HELIX["EXECUTOR"]``)."""
-    from helix_django.runtime.executor import get_executor as runtime_get_executor
-
-    return runtime_get_executor()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,48 +106,7 @@ def _session_for_send(request: ChatRequest, caller: _Caller) -> ChatSession:
     return caller.session
 
 
-async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession) -> ResponsePlan:
-    """Execute the send and plan its stream after the handle's ``from_sequence``.
-
-    A new run's chunks follow its start (the head when its run-start commit read it); a
-    keyed duplicate streams the original run from its start. Raises the executor's typed
-    errors (409 ``state_already_running``, ``state_request_key_conflict``, ...); a new
-    session exists only once its first run-start commit landed.
-    """
-    execute = get_executor().execute(
-        session=session,
-        messages=request.messages,
-        request_key=request.request_key,
-        trigger=request.trigger,
-        message_id=request.message_id,
-        user=identity.user,
-    )
-    handle = await asyncio.shield(asyncio.ensure_future(execute))
-    return await plan_handle(request, session, handle)
-
-
-async def plan_handle(request: ChatRequest, session: ChatSession, handle: RunHandle) -> ResponsePlan:
-    """Plan the stream of a started send's run after its handle's ``from_sequence``."""
-    if handle.is_pending_batch:
-        return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)
-    run = handle.run or await Run.objects.aget(pk=handle.run_id)
-    last = request.messages[-1]
-    response_filter = ResponseFilter(
-        run_id=run.id, owned_tool_call_ids=tool_call_ids(last) if last["role"] == "assistant" else ()
-    )
-    # The stream was claimed before execute() returned; the reader ends at the stream's
-    # terminal, the filter at the run's own end (or follows a run that superseded it).
-    return await read_plan(
-        get_stream_manager(),
-        session.stream_id,
-        run=run,
-        from_sequence=handle.from_sequence,
-        response_filter=response_filter,
-        follow=True,
-    )
-
-
-async def plan_chat(request: ChatRequest, caller: _Caller, opened: _Opened | None = None) -> ResponsePlan:
+async def plan_chat(request: ChatRequest, caller: _Caller, opened: OpenedSend | None = None) -> ResponsePlan:
     """Decide between a send and a resume and plan the response (before any header is sent).
 
     ``opened``: the send the route's thread hop already started (:func:`_admit`).
@@ -193,14 +156,6 @@ def _identify_caller(
     return request, caller
 
 
-@dataclasses.dataclass(frozen=True)
-class _Opened:
-    """A send the route's thread hop started, opened on the loop."""
-
-    session: ChatSession
-    handle: RunHandle
-
-
 @dataclasses.dataclass
 class _Admitted:
     """What the route's one thread hop decided (:func:`_admit`), then what opening its send gave."""
@@ -209,7 +164,7 @@ class _Admitted:
     caller: _Caller
     started: StartedSend | None = None
     """A plain send whose run-start commit landed in the hop (None: plan_chat decides)."""
-    opened: _Opened | None = None
+    opened: OpenedSend | None = None
     error: BaseException | None = None
     """The send's refusal, raised once the caller's cookies are on the response's headers."""
 
@@ -234,7 +189,7 @@ def _admit(
     request, caller = answer.value
     admitted = answer.value = _Admitted(request, caller)
     start = getattr(get_executor(), "start_send_in_thread", None)
-    if start is None or caller.holds_last_message or not _is_plain_send(request):
+    if start is None or caller.holds_last_message or not is_plain_chat_send(request):
         return answer
     try:
         session = _session_for_send(request, caller)
@@ -246,36 +201,11 @@ def _admit(
     return answer
 
 
-def _is_plain_send(request: ChatRequest | None) -> bool:
-    return (
-        request is not None
-        and request.method == "POST"
-        and is_plain_send(request.messages, trigger=request.trigger, message_id=request.message_id)
-    )
-
-
-async def _loop_head(request: ChatRequest | None) -> int | None:
-    """Read the stream head of a send's session on the loop where that makes no thread hop; None otherwise.
-
-    Only for a body that carries history (a next message: its session exists) and a
-    stream manager that reads without a thread hop (memory, Redis); the database manager
-    reads it in the route's hop. A failed read is None: the send then takes ``execute()``'s path.
-    """
-    manager = get_stream_manager()
-    if not _is_plain_send(request) or len(request.messages) < 2 or not manager.supports_info_without_hop:
-        return None
-    try:
-        info = await manager.get_info(request.session_id)
-    except HelixError:
-        return None
-    return info.head_sequence if info else 0
-
-
 async def _admit_and_open(
     scope: dict[str, Any], body: bytes, parsed: tuple[ChatRequest | None, ValidationError | None]
 ) -> HostAnswer:
     """Run :func:`_admit` on the ORM's thread, then open the send it started where runs live."""
-    head = await _loop_head(parsed[0])
+    head = await loop_head(parsed[0])
     answer = await sync_to_async(_admit)(scope, body, parsed, head)
     admitted = answer.value
     if answer.response is not None or answer.error is not None or admitted.started is None:
@@ -286,7 +216,7 @@ async def _admit_and_open(
     except Exception as exc:  # FrameworkInternalError (after_run_start): typed
         admitted.error = exc
     else:
-        admitted.opened = _Opened(started.session, handle)
+        admitted.opened = OpenedSend(started.session, handle)
     admitted.started = None  # the response holds no commit result
     return answer
 
