@@ -93,21 +93,8 @@ def backend(request):
     reset_stream_managers()
 
 
-async def _send(
-    key: str,
-    pace: float,
-    manager: dict,
-    *,
-    sid: str = "",
-    history: list | None = None,
-    message: dict | None = None,
-    request_key: str = "",
-):
-    """POST a chat (a new one without ``sid``); return (hops before the first chunk frame, hops after it, frames)."""
-    from tests.asgi import application
-
-    sid = sid or new_session_id()
-    body = json.dumps(send_body(sid, [*(history or []), message or user_message("hi")])).encode()
+def chat_scope(key: str, sid: str, messages: list[dict], request_key: str = "") -> tuple[dict, bytes]:
+    """The ASGI scope and body of a token-authenticated chat POST of ``messages`` to session ``sid``."""
     path = f"/helix/api/sessions/{sid}/chat"
     scope = {
         "type": "http",
@@ -125,6 +112,24 @@ async def _send(
         "server": ("testserver", 80),
         "scheme": "http",
     }
+    return scope, json.dumps(send_body(sid, messages)).encode()
+
+
+async def _send(
+    key: str,
+    pace: float,
+    manager: dict,
+    *,
+    sid: str = "",
+    history: list | None = None,
+    message: dict | None = None,
+    request_key: str = "",
+):
+    """POST a chat (a new one without ``sid``); return (hops before the first chunk frame, hops after it, frames)."""
+    from tests.asgi import application
+
+    sid = sid or new_session_id()
+    scope, body = chat_scope(key, sid, [*(history or []), message or user_message("hi")], request_key)
     with override_settings(
         HELIX={**agent_settings(TEXT=REPLY, PACE_TPS=pace), "STREAM_MANAGERS": {"default": manager}}
     ):
