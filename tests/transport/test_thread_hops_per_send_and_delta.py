@@ -173,7 +173,7 @@ async def test_the_next_message_of_a_session_waits_for_one_thread_hop_before_its
     history = [user_message("hi"), {"id": "answer-1", "role": "assistant", "parts": [{"type": "text", "text": "w0"}]}]
     before, _after, _frames = await _send(key, pace=0, manager=backend[1], sid=sid, history=history)
     # The stream head is read in that trip (database manager) or on the loop (memory, Redis).
-    assert _waited(before) == ["_admit"], _waited(before)  # 3 before (the head read had its own)
+    assert _waited(before) == ["_admit"], _waited(before)  # before: 3 (database: the head read had its own), else 2
 
 
 async def test_a_keyed_send_waits_for_one_thread_hop_and_its_repeat_attaches_to_its_run(backend):
