@@ -55,6 +55,7 @@ from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.opening import abort_start, claim_in_start, opening_chunks
 from helix_django.runtime.restarts import RestartsMixin
 from helix_django.runtime.runner import RunnerLoop
+from helix_django.runtime.sends import SendsMixin
 from helix_django.signals import run_started
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
@@ -66,7 +67,7 @@ logger = logging.getLogger(__name__)
 RECENT_RUNS = 256
 
 
-class LocalExecutor(RestartsMixin):
+class LocalExecutor(SendsMixin, RestartsMixin):
     """Runs runs as asyncio tasks in this process (the embedded default executor)."""
 
     supports_request_key = True
@@ -223,33 +224,63 @@ class LocalExecutor(RestartsMixin):
 
     async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
         """Run-start commit, stream claim with the opening chunks; then the run task starts (where runs live)."""
-        return await self.runner.call(self._launch_here(session, launch, user=user))
+        handle = await self.runner.call(self._launch_here(session, launch, user=user))
+        return await self._launched(handle, launch, user)
+
+    async def _launched(self, handle: RunHandle, launch: Launch, user: Any) -> RunHandle:
+        """Once a run opened (its task started or handed to :meth:`_dispatch`): here, nothing more."""
+        return handle
 
     async def _launch_here(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
+        manager = get_stream_manager()
+        head = None
+        if not session._state.adding:
+            info = await manager.get_info(session.stream_id)
+            head = info.head_sequence if info else 0
+        self.prepare_start(session, launch, stream_sequence=head)
+        if guards.is_redo(launch.request):
+            await guards.acheck_no_unknown_side_effects(launch.request)
+        try:
+            result = await store.astart_run(launch.request)
+        except StreamFenceError:  # the claim failed, so nothing of the start was committed
+            raise AlreadyRunningError() from None
+        return await self.open_started(session, launch, result, user=user)
+
+    def prepare_start(self, session: ChatSession, launch: Launch, *, stream_sequence: int | None) -> None:
+        """Fill in what ``launch``'s run-start commit writes besides its input: agent, lease, status, claim.
+
+        ``stream_sequence``: the session stream's head (None for a chat's first send: the
+        commit creates the session; a stale stream's head is caught by the claim). No I/O:
+        callable on the loop or on the ORM's thread.
+        """
         agent = get_agent(session.agent)
         manager = get_stream_manager()
         request = launch.request
         if session._state.adding:
-            # A chat's first send: the run-start commit creates the session. Its stream has
-            # no head to read (a stale stream's head is caught by the claim below).
             request.new_session = store.NewSession(session.owner_id, session.anonymous_key, session.agent)
         else:
-            info = await manager.get_info(session.stream_id)
-            request.stream_sequence = info.head_sequence if info else 0
+            request.stream_sequence = stream_sequence or 0
         request.agent, request.provider, request.model = agent.name, agent.provider.name, agent.model
-        if guards.is_redo(request):
-            await guards.acheck_no_unknown_side_effects(request)
-        owner = self._new_lease_owner()
-        request.lease_owner, request.lease_seconds = owner, helix_settings.LEASE_SECONDS
+        request.lease_owner, request.lease_seconds = self._new_lease_owner(), helix_settings.LEASE_SECONDS
         if self.executes_at_once:
             request.status, request.read_context = RunStatus.STREAMING, True
-        joined = manager.joins_transactions_of(write_alias())
-        if joined:  # the claim and the opening chunks in the run-start transaction: one hop, one commit
+        if manager.joins_transactions_of(write_alias()):
+            # The claim and the opening chunks in the run-start transaction: one hop, one commit.
             request.in_transaction = functools.partial(claim_in_start, manager, session.stream_id, launch)
-        try:
-            result = await store.astart_run(request)
-        except StreamFenceError:  # the claim failed, so nothing of the start was committed
-            raise AlreadyRunningError() from None
+
+    async def open_started(
+        self, session: ChatSession, launch: Launch, result: store.RunStartResult, *, user: Any = None
+    ) -> RunHandle:
+        """After ``launch``'s run-start commit: claim (unless it joined the commit), open, start its task.
+
+        Call it where runs live (``self.runner.call``). Raises FrameworkInternalError
+        (``cause: after_run_start``) when the run cannot open; the run then ends ``failed``.
+        """
+        agent = get_agent(session.agent)
+        manager = get_stream_manager()
+        request = launch.request
+        owner = request.lease_owner
+        joined = request.in_transaction is not None
         session._state.adding = False
         run = result.run
         entry = self._entries[run.id] = Entry()

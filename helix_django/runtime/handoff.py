@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from helix_django import store
 from helix_django.conf import helix_settings
-from helix_django.models import ChatSession, Run
+from helix_django.models import Run
 from helix_django.orm import sync_to_async
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agent import RunLoop
@@ -90,8 +90,7 @@ class HandoffExecutor(LocalExecutor, abc.ABC):
         self._handoffs[loop.run_id] = loop
         entry.done.set_result("handed_off")
 
-    async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
-        handle = await super()._launch(session, launch, user=user)
+    async def _launched(self, handle: RunHandle, launch: Launch, user: Any) -> RunHandle:
         loop = self._handoffs.pop(handle.run_id)
         try:
             await self.enqueue(handle.run_id, self.owner, launch_data(launch, user))

@@ -81,6 +81,11 @@ def _keyed_run(session_id: str, request_key: str, digest: str) -> tuple[Run, boo
     return run, False
 
 
+def lookup_request_key(session_id: str, request_key: str, digest: str) -> tuple[Run, bool] | None:
+    """Apply the request-key table on the ORM's thread (see :func:`alookup_request_key`)."""
+    return _keyed_run(session_id, request_key, digest)
+
+
 async def alookup_request_key(session_id: str, request_key: str, digest: str) -> tuple[Run, bool] | None:
     """Apply the request-key table: None (no run yet) or ``(run, is_live)`` to attach to.
 

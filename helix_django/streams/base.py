@@ -85,6 +85,8 @@ class BaseStreamManager(abc.ABC):
     """Chunks survive a restart of the process."""
     is_multi_process: bool = False
     """Several processes may read and write the same streams."""
+    supports_info_without_hop: bool = False
+    """:meth:`get_info` answers on the event loop, with no thread hop (a send reads the head before its hop)."""
 
     @property
     def reads_are_current(self) -> bool:
@@ -139,6 +141,14 @@ class BaseStreamManager(abc.ABC):
         Only where :meth:`joins_transactions_of` is true. Once that transaction committed,
         pass the token to :meth:`claimed` on the event loop. Raises StreamFenceError (the
         caller's transaction then rolls back).
+        """
+        raise NotImplementedError
+
+    def get_info_in_thread(self, stream_id: str) -> StreamInfo | None:
+        """Return :meth:`get_info`'s answer synchronously, on the ORM's thread.
+
+        Only where :meth:`joins_transactions_of` is true (a send's run-start commit reads
+        the head in its request's one thread hop, issue 23). Raises StreamConnectionError.
         """
         raise NotImplementedError
 

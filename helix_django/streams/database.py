@@ -295,6 +295,13 @@ class DatabaseStreamManager(BaseStreamManager):
         self.tail.forget(stream_id)
         return self._claim_and_append_sync(stream_id, run_id, epoch, list(chunks))
 
+    def get_info_in_thread(self, stream_id: str) -> StreamInfo | None:
+        """Read the stream's info on the ORM's thread (see the base class)."""
+        try:
+            return self._info_sync(stream_id)
+        except DatabaseError as exc:
+            raise raise_connection_error(exc, "info") from exc
+
     def claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
         """Record the committed claim's chunks in the tail and wake readers (see the base class)."""
         claimed, sequences, info, payloads = token

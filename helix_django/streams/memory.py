@@ -45,6 +45,7 @@ class MemoryStreamManager(BaseStreamManager):
     """Keeps streams in a dict. Not persistent, one process only; passes the contract suite."""
 
     supports_pubsub = True
+    supports_info_without_hop = True
 
     def __init__(self, alias: str, options: dict[str, Any]) -> None:
         super().__init__(alias, options)

@@ -81,6 +81,7 @@ class RedisStreamManager(BaseStreamManager):
     supports_pubsub = True
     is_persistent = True
     is_multi_process = True
+    supports_info_without_hop = True
 
     def __init__(self, alias: str, options: dict[str, Any]) -> None:
         super().__init__(alias, options)

@@ -8,6 +8,13 @@ else is a resume (:mod:`helix_django.transport.resume`). Refusals are typed JSON
 (``HelixError.to_body()``) with their status; once streaming, a failure is one ``error``
 chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
 and the run goes on.
+
+One trip to the ORM's thread before the first byte (issue 23): the body is read and
+checked on the loop, then :func:`_admit` runs the host's middleware around the route's
+view (authentication, the session read) and, for a plain send, the run-start commit with
+the stream claim and the opening chunks right after it; the run opens back on the loop.
+A send that needs more (a live run, a keyed repeat, an edit, a regenerate, a tool result)
+goes through ``execute()`` as before.
 """
 
 from __future__ import annotations
@@ -26,26 +33,26 @@ from helix_django.errors import (
     SessionNotFoundError,
     ValidationError,
 )
-from helix_django.models import ChatSession, Run
+from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
+from helix_django.runtime.sends import StartedSend
 from helix_django.store.reads import holds_active_message, read_session
-from helix_django.streams import get_stream_manager
 from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.chat_request import ChatRequest, aparse_chat_request
-from helix_django.transport.host import send_host_response, through_host
+from helix_django.transport.chat_send import (
+    OpenedSend,
+    get_executor,
+    is_plain_chat_send,
+    loop_head,
+    plan_handle,
+    plan_send,
+)
+from helix_django.transport.host import HostAnswer, send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
-from helix_django.transport.plan import ResponsePlan, plan_frames, read_plan
-from helix_django.transport.replay import ResponseFilter, tool_call_ids
+from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.resume import plan_resume
 from helix_django.transport.resume_reads import ResumeState, read_resume_state
 from helix_django.transport.sse import UI_STREAM_HEADERS, log_unexpected, send_empty, send_error
-
-
-def get_executor() -> Any:
-    """Return the runtime's configured executor (``HELIX["EXECUTOR"]``)."""
-    from helix_django.runtime.executor import get_executor as runtime_get_executor
-
-    return runtime_get_executor()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,45 +106,13 @@ def _session_for_send(request: ChatRequest, caller: _Caller) -> ChatSession:
     return caller.session
 
 
-async def plan_send(request: ChatRequest, identity: Identity, session: ChatSession) -> ResponsePlan:
-    """Execute the send and plan its stream after the handle's ``from_sequence``.
+async def plan_chat(request: ChatRequest, caller: _Caller, opened: OpenedSend | None = None) -> ResponsePlan:
+    """Decide between a send and a resume and plan the response (before any header is sent).
 
-    A new run's chunks follow its start (the head when its run-start commit read it); a
-    keyed duplicate streams the original run from its start. Raises the executor's typed
-    errors (409 ``state_already_running``, ``state_request_key_conflict``, ...); a new
-    session exists only once its first run-start commit landed.
+    ``opened``: the send the route's thread hop already started (:func:`_admit`).
     """
-    manager = get_stream_manager()
-    execute = get_executor().execute(
-        session=session,
-        messages=request.messages,
-        request_key=request.request_key,
-        trigger=request.trigger,
-        message_id=request.message_id,
-        user=identity.user,
-    )
-    handle = await asyncio.shield(asyncio.ensure_future(execute))
-    if handle.is_pending_batch:
-        return ResponsePlan(is_empty=True)  # a partial client-tool batch: an empty 200 stream (002)
-    run = handle.run or await Run.objects.aget(pk=handle.run_id)
-    last = request.messages[-1]
-    response_filter = ResponseFilter(
-        run_id=run.id, owned_tool_call_ids=tool_call_ids(last) if last["role"] == "assistant" else ()
-    )
-    # The stream was claimed before execute() returned; the reader ends at the stream's
-    # terminal, the filter at the run's own end (or follows a run that superseded it).
-    return await read_plan(
-        manager,
-        session.stream_id,
-        run=run,
-        from_sequence=handle.from_sequence,
-        response_filter=response_filter,
-        follow=True,
-    )
-
-
-async def plan_chat(request: ChatRequest, caller: _Caller) -> ResponsePlan:
-    """Decide between a send and a resume and plan the response (before any header is sent)."""
+    if opened is not None:
+        return await plan_handle(request, opened.session, opened.handle)
     if request.has_messages:
         session = _session_for_send(request, caller)
         if not caller.holds_last_message:
@@ -158,10 +133,10 @@ async def _parse(scope: dict[str, Any], body: bytes) -> tuple[ChatRequest | None
         return None, exc
 
 
-def _admit(
+def _identify_caller(
     scope: dict[str, Any], parsed: tuple[ChatRequest | None, ValidationError | None], django_request: HttpRequest
 ) -> tuple[ChatRequest, _Caller]:
-    """The route's synchronous part, run inside the host's middleware: method, authenticate, read.
+    """The route's view, run inside the host's middleware: method, authenticate, read.
 
     ``parsed`` is :func:`_parse`'s result; its refusal is raised only after authentication.
     """
@@ -179,6 +154,71 @@ def _admit(
         raise invalid
     assert request is not None  # _parse returns a request whenever it returns no error
     return request, caller
+
+
+@dataclasses.dataclass
+class _Admitted:
+    """What the route's one thread hop decided (:func:`_admit`), then what opening its send gave."""
+
+    request: ChatRequest
+    caller: _Caller
+    started: StartedSend | None = None
+    """A plain send whose run-start commit landed in the hop (None: plan_chat decides)."""
+    opened: OpenedSend | None = None
+    error: BaseException | None = None
+    """The send's refusal, raised once the caller's cookies are on the response's headers."""
+
+
+def _admit(
+    scope: dict[str, Any],
+    body: bytes,
+    parsed: tuple[ChatRequest | None, ValidationError | None],
+    stream_sequence: int | None,
+) -> HostAnswer:
+    """The route's one trip to the ORM's thread: the host's middleware around the view, then a send's start.
+
+    The host's middleware runs once, around :func:`_identify_caller` only, as before; a
+    plain send's run-start commit (:meth:`~helix_django.runtime.sends.SendsMixin.start_send_in_thread`)
+    follows it in the same trip, once the middleware let the request through (issue 23:
+    one thread hop before the first byte). ``stream_sequence``: the stream head read on
+    the loop, if it was (:func:`_loop_head`).
+    """
+    answer = through_host(scope, body, functools.partial(_identify_caller, scope, parsed))
+    if answer.response is not None or answer.error is not None:
+        return answer
+    request, caller = answer.value
+    admitted = answer.value = _Admitted(request, caller)
+    start = getattr(get_executor(), "start_send_in_thread", None)
+    if start is None or caller.holds_last_message or not is_plain_chat_send(request):
+        return answer
+    try:
+        session = _session_for_send(request, caller)
+        admitted.started = start(
+            session, request.messages, request_key=request.request_key, stream_sequence=stream_sequence
+        )
+    except Exception as exc:  # typed by the executor; sent with the middleware's headers
+        admitted.error = exc
+    return answer
+
+
+async def _admit_and_open(
+    scope: dict[str, Any], body: bytes, parsed: tuple[ChatRequest | None, ValidationError | None]
+) -> HostAnswer:
+    """Run :func:`_admit` on the ORM's thread, then open the send it started where runs live."""
+    head = await loop_head(parsed[0])
+    answer = await sync_to_async(_admit)(scope, body, parsed, head)
+    admitted = answer.value
+    if answer.response is not None or answer.error is not None or admitted.started is None:
+        return answer
+    started = admitted.started
+    try:
+        handle = await get_executor().aopen_send(started, user=admitted.caller.identity.user)
+    except Exception as exc:  # FrameworkInternalError (after_run_start): typed
+        admitted.error = exc
+    else:
+        admitted.opened = OpenedSend(started.session, handle)
+    admitted.started = None  # the response holds no commit result
+    return answer
 
 
 class ChatConsumer:
@@ -217,14 +257,18 @@ class ChatConsumer:
         try:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
             parsed = await _parse(scope, body)
-            answer = await sync_to_async(through_host)(scope, body, functools.partial(_admit, scope, parsed))
+            # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
+            answer = await asyncio.shield(asyncio.ensure_future(_admit_and_open(scope, body, parsed)))
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None
             headers = answer.headers
-            request, caller = answer.unwrap()
-            headers = headers + caller.identity.set_cookies
-            disconnected, plan = await run_until_disconnect(receive, plan_chat(request, caller))
+            admitted = answer.unwrap()
+            headers = headers + admitted.caller.identity.set_cookies
+            if admitted.error is not None:
+                raise admitted.error
+            planning = plan_chat(admitted.request, admitted.caller, admitted.opened)
+            disconnected, plan = await run_until_disconnect(receive, planning)
         except ClientDisconnected:
             return None
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text

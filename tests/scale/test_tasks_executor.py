@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.testing import ApplicationCommunicator
 from django.test import override_settings
 from django_tasks_db.models import DBTaskResult
 
@@ -179,3 +180,36 @@ def test_a_tasks_executor_without_cross_process_wake_ups_is_reported(caplog, lay
         with caplog.at_level("WARNING", logger="helix_django.runtime.tasks_executor"):
             TasksExecutor().close()
     assert "no shared channel layer" not in caplog.text
+
+
+async def test_a_send_through_the_chat_route_commits_claims_and_hands_off_in_one_hop_of_its_own(tasks_helix):
+    from tests.transport.test_thread_hops_per_send_and_delta import HopCounter, _token, chat_scope
+
+    tasks_helix()
+    executor = get_executor()
+    from tests.asgi import application
+
+    sid = f"chat_{uuid.uuid4().hex[:16]}"
+    scope, body = chat_scope(await _token(), sid, [user_message("hello")])
+    communicator = ApplicationCommunicator(application, scope)
+    try:
+        with HopCounter(asyncio.get_running_loop()) as counter:
+            await communicator.send_input({"type": "http.request", "body": body, "more_body": False})
+            start = await communicator.receive_output(10)
+            assert start["status"] == 200
+            while not (await communicator.receive_output(10)).get("body", b"").startswith(b"id: "):
+                pass
+            before = [name for name, _task in counter.hops]
+        await communicator.send_input({"type": "http.disconnect"})
+        await communicator.wait(5)
+        # The route's one hop (middleware, authentication, the run-start commit with the
+        # claim), then the hand-off's enqueue (the tasks backend's database); nothing runs here.
+        assert before[0] == "_admit" and "start_run" not in before, before
+        run = await Run.objects.aget(session_id=sid)
+        assert (run.status, run.lease_owner) == ("starting", executor.owner)
+        enqueued = [r.args_kwargs["args"][:2] async for r in DBTaskResult.objects.all()]
+        assert enqueued == [[run.id, executor.owner]]
+        opening = await run_chunks(sid, run.id)
+        assert [c["type"] for _s, c in opening] == ["helix-run-start", "start"]
+    finally:
+        await asyncio.to_thread(executor.close)

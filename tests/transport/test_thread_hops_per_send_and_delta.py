@@ -4,9 +4,11 @@ A thread hop (a call run on another thread: the ORM's, the validation worker's) 
 more CPU than the transaction it carries. Counted here through the event loop's
 ``run_in_executor``, which asgiref's ``sync_to_async`` and the validation worker use:
 
-- before a new chat's first byte: at most 2 (the host's middleware with authentication
-  and the session read; the run-start commit with the stream claim and the opening chunks);
-- per send, at most 3 besides the flushes while the answer streams: those two and the
+- before a send's first byte (a new chat's, and the next message of a session's): 1, the
+  host's middleware with authentication and the session read, then, in the same trip, the
+  run-start commit with the stream claim and the opening chunks (issue 23's "one hop and
+  one transaction for auth + session + run start + claim + first append");
+- per send, at most 2 besides the flushes while the answer streams: that one and the
   run's last writes (issue 23's "at most 3 thread hops per send");
 - while the answer streams to a reader at the head: no read of the stream reaches the
   database (the tail serves it), the response's own task makes no hop, and no flush
@@ -91,12 +93,8 @@ def backend(request):
     reset_stream_managers()
 
 
-async def _send(key: str, pace: float, manager: dict):
-    """POST a new chat; return (hops before the first chunk frame, hops after it to [DONE], frames)."""
-    from tests.asgi import application
-
-    sid = new_session_id()
-    body = json.dumps(send_body(sid, [user_message("hi")])).encode()
+def chat_scope(key: str, sid: str, messages: list[dict], request_key: str = "") -> tuple[dict, bytes]:
+    """The ASGI scope and body of a token-authenticated chat POST of ``messages`` to session ``sid``."""
     path = f"/helix/api/sessions/{sid}/chat"
     scope = {
         "type": "http",
@@ -105,11 +103,33 @@ async def _send(key: str, pace: float, manager: dict):
         "path": path,
         "raw_path": path.encode(),
         "query_string": b"",
-        "headers": [(b"host", b"testserver"), *_headers(key)],
+        "headers": [
+            (b"host", b"testserver"),
+            *_headers(key),
+            *([(b"x-helix-request-key", request_key.encode())] if request_key else []),
+        ],
         "client": ("127.0.0.1", 5000),
         "server": ("testserver", 80),
         "scheme": "http",
     }
+    return scope, json.dumps(send_body(sid, messages)).encode()
+
+
+async def _send(
+    key: str,
+    pace: float,
+    manager: dict,
+    *,
+    sid: str = "",
+    history: list | None = None,
+    message: dict | None = None,
+    request_key: str = "",
+):
+    """POST a chat (a new one without ``sid``); return (hops before the first chunk frame, hops after it, frames)."""
+    from tests.asgi import application
+
+    sid = sid or new_session_id()
+    scope, body = chat_scope(key, sid, [*(history or []), message or user_message("hi")], request_key)
     with override_settings(
         HELIX={**agent_settings(TEXT=REPLY, PACE_TPS=pace), "STREAM_MANAGERS": {"default": manager}}
     ):
@@ -118,40 +138,70 @@ async def _send(key: str, pace: float, manager: dict):
             await communicator.send_input({"type": "http.request", "body": body, "more_body": False})
             start = await communicator.receive_output(10)
             assert start["type"] == "http.response.start" and start["status"] == 200
-            frames = []
             while True:
                 message = await communicator.receive_output(10)
                 if message.get("body", b"").startswith(b"id: "):
                     break
             before = list(counter.hops)
-            while True:
+            frames = [message["body"]]  # a replay may send the whole stream in one body
+            while b"[DONE]" not in frames[-1] and message.get("more_body"):
                 message = await communicator.receive_output(10)
                 frames.append(message.get("body", b""))
-                if b"[DONE]" in frames[-1] or not message.get("more_body"):
-                    break
             after = counter.hops[len(before) :]
         await communicator.wait(5)
     assert await Run.objects.filter(session_id=sid, status="completed").aexists()
     return before, after, frames
 
 
-async def test_a_new_chat_waits_for_two_thread_hops_before_its_first_byte(backend):
+def _waited(before: list[tuple[str, str]]) -> list[str]:
+    """The request's own hops; the run's task (helix-run-*) and its flushes run beside it."""
+    return [name for name, task in before if not task.startswith("helix-run") and "append" not in name]
+
+
+async def test_a_new_chat_waits_for_one_thread_hop_before_its_first_byte(backend):
     key = await _token()
     before, after, _frames = await _send(key, pace=0, manager=backend[1])
-    # The request's own hops; the run's task (helix-run-*) and its flushes run beside it.
-    waited = [name for name, task in before if not task.startswith("helix-run") and "append" not in name]
-    assert waited == ["_admit", "start_run"], waited  # a small body is checked on the loop, the claim joins the start
+    # A small body is checked on the loop; the run-start commit (with the claim where it
+    # joins it) follows the middleware in the same trip to the ORM's thread.
+    assert _waited(before) == ["_admit"], _waited(before)  # ["_admit", "start_run"] before
 
 
-async def test_a_send_makes_three_thread_hops_besides_the_flushes_of_its_answer(backend):
+async def test_the_next_message_of_a_session_waits_for_one_thread_hop_before_its_first_byte(backend):
+    key = await _token()
+    sid = new_session_id()
+    await _send(key, pace=0, manager=backend[1], sid=sid)
+    history = [user_message("hi"), {"id": "answer-1", "role": "assistant", "parts": [{"type": "text", "text": "w0"}]}]
+    before, _after, _frames = await _send(key, pace=0, manager=backend[1], sid=sid, history=history)
+    # The stream head is read in that trip (database manager) or on the loop (memory, Redis).
+    assert _waited(before) == ["_admit"], _waited(before)  # before: 3 (database: the head read had its own), else 2
+
+
+async def test_a_keyed_send_waits_for_one_thread_hop_and_its_repeat_attaches_to_its_run(backend):
+    key = await _token()
+    sid, message = new_session_id(), user_message("hi")
+    before, _after, _frames = await _send(
+        key, pace=0, manager=backend[1], sid=sid, message=message, request_key="key-0001"
+    )
+    assert _waited(before) == ["_admit"], _waited(before)  # 3 before (the key's lookup had its own)
+    if backend[0] == "memory":
+        return  # each send's override of HELIX makes a new memory manager: the first stream is gone
+    # The repeat (a client retrying after a drop) runs nothing again: it streams the same run.
+    _before, _after, again = await _send(
+        key, pace=0, manager=backend[1], sid=sid, message=message, request_key="key-0001"
+    )
+    assert await Run.objects.filter(session_id=sid).acount() == 1
+    assert b"[DONE]" in b"".join(again)
+
+
+async def test_a_send_makes_two_thread_hops_besides_the_flushes_of_its_answer(backend):
     key = await _token()
     before, after, _frames = await _send(key, pace=0, manager=backend[1])
     # The send's own hops, besides the flushes of its answer while it streams (one per flush,
-    # or none with INLINE_WRITES): the host's middleware and the session read, the run-start
+    # or none with INLINE_WRITES): the host's middleware, the session read and the run-start
     # commit (the claim, the opening chunks, the status, the conversation), the run's last
     # writes (its last step, the terminal commit, the last chunks and the stream's end).
     per_send = [name for name, _task in before + after if "append" not in name]
-    assert per_send == ["_admit", "start_run", COMPLETION[backend[0]]], per_send  # 15 before issue 23
+    assert per_send == ["_admit", COMPLETION[backend[0]]], per_send  # 15 before issue 23, then 3
 
 
 async def test_deltas_reach_a_reader_at_the_head_without_a_thread_hop(backend):
