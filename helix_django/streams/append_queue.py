@@ -5,10 +5,11 @@ append). The first append of an idle loop schedules a drain with ``call_soon``: 
 appends queued by then are committed as one group (:mod:`.group_commit`), inline on the
 loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
 meanwhile form the next group. A lone append (nothing else ready on the loop, see
-:func:`is_last_callback`) is committed inline at once, and the ORM thread's drain task
-is started at once: neither waits a loop round that could add nothing to its group. A
-batch whose commit fails transiently retries on a task of its own, so nothing queued
-behind it waits for its backoff.
+:func:`is_last_callback`) is committed inline at once: it does not wait a loop round that
+could add nothing to its group. (The ORM thread's path keeps its ``call_soon`` round:
+starting its drain task at once hung a run on PostgreSQL, not understood yet.) A batch
+whose commit fails transiently retries on a task of its own, so nothing queued behind it
+waits for its backoff.
 """
 
 from __future__ import annotations
@@ -78,9 +79,7 @@ class AppendQueue:
         if pending.draining:
             return future  # the commit in flight, or the drain already scheduled, takes it
         pending.draining = True
-        if not self.manager.group.may_run_inline:
-            self._start(loop, self._drain(loop, pending))  # its first step runs after this round: no extra one
-        elif is_last_callback(loop):
+        if self.manager.group.may_run_inline and is_last_callback(loop):
             self._drain_now(loop, pending)  # a lone append: nothing else can join its group this round
         else:
             loop.call_soon(self._drain_now, loop, pending)
