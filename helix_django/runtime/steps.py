@@ -48,6 +48,31 @@ class StepResult:
     """Some tool call waits for the browser or for an approval."""
 
 
+class LoopRounds:
+    """Whether the event loop went round (ran its other ready callbacks) since :meth:`arm`.
+
+    :meth:`arm` schedules one plain callback (``call_soon``); it has run once the loop
+    went round, which it does whenever the task suspended meanwhile. The run so yields
+    after a provider event only when the provider handed it over without suspending: a
+    paced provider's delta costs one step of the run's task, not two (issue 23: a step
+    resumes the whole await chain of the run, several times a plain callback's cost).
+    """
+
+    __slots__ = ("_loop", "went_round")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.went_round = True
+
+    def arm(self) -> None:
+        """Start watching: :attr:`went_round` is False until the loop's next round."""
+        self.went_round = False
+        self._loop.call_soon(self._mark)
+
+    def _mark(self) -> None:
+        self.went_round = True
+
+
 class AttemptStreamer:
     """Streams one attempt of the loop's current step into the loop's writer."""
 
@@ -83,13 +108,17 @@ class AttemptStreamer:
             try:
                 # One deadline moved at each event, not a wait_for per event (on 3.11 a task
                 # each, and a cancel landing as the event arrives could be lost in it).
+                rounds = LoopRounds(clock)
                 async with idle_deadline(idle) as deadline:
                     async for event in events:
                         finish = await self._apply(event) or finish
                         deadline.reschedule(clock.time() + idle)
                         # A burst of events (a fast model, a buffered network read) never
                         # holds the event loop: the other requests and streams go between.
-                        await asyncio.sleep(0)
+                        # A provider that waited for this event already gave the loop back.
+                        if not rounds.went_round:
+                            await asyncio.sleep(0)
+                        rounds.arm()
             except asyncio.TimeoutError:
                 # A provider that stopped sending is a cut stream, not a finished answer.
                 raise ProviderError(retryable=True, cause="stream_dropped") from None

@@ -4,8 +4,12 @@
 append). The first append of an idle loop schedules a drain with ``call_soon``: the
 appends queued by then are committed as one group (:mod:`.group_commit`), inline on the
 loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
-meanwhile form the next group. A batch whose commit fails transiently retries on a task
-of its own, so nothing queued behind it waits for its backoff.
+meanwhile form the next group. A lone append (nothing else ready on the loop, see
+:func:`is_last_callback`) is committed inline at once: it does not wait a loop round that
+could add nothing to its group. (The ORM thread's path keeps its ``call_soon`` round:
+starting its drain task at once hung a run on PostgreSQL, not understood yet.) A batch
+whose commit fails transiently retries on a task of its own, so nothing queued behind it
+waits for its backoff.
 """
 
 from __future__ import annotations
@@ -24,6 +28,20 @@ if TYPE_CHECKING:
     from helix_django.streams.database import DatabaseStreamManager
 
 logger = logging.getLogger("helix_django.streams.database")
+
+
+def is_last_callback(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether nothing else is ready to run on ``loop`` after the running callback (False when unknown).
+
+    A drain scheduled with ``call_soon`` then runs first thing in the next round, before
+    any timer or socket callback of that round, so it would commit exactly the appends
+    queued by now: the round trip gains no batching and only costs a loop iteration (a
+    selector call) per lone append (issue 23). Reads asyncio's ready queue (``_ready``,
+    a deque in ``BaseEventLoop`` since Python 3.4); a loop without one (uvloop) keeps the
+    ``call_soon`` round.
+    """
+    ready = getattr(loop, "_ready", None)
+    return ready is not None and not ready
 
 
 class _Pending:
@@ -58,8 +76,12 @@ class AppendQueue:
             return future
         pending = self._pending_of(loop)
         pending.queue.append((stream_id, run_id, list(chunks), future))
-        if not pending.draining:
-            pending.draining = True
+        if pending.draining:
+            return future  # the commit in flight, or the drain already scheduled, takes it
+        pending.draining = True
+        if self.manager.group.may_run_inline and is_last_callback(loop):
+            self._drain_now(loop, pending)  # a lone append: nothing else can join its group this round
+        else:
             loop.call_soon(self._drain_now, loop, pending)
         return future
 

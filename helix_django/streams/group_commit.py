@@ -48,6 +48,7 @@ RAW_PLACEHOLDERS = {"sqlite": "?", "postgresql": "%s"}
 RAW_BEGIN = {"sqlite": "BEGIN IMMEDIATE", "postgresql": "BEGIN"}
 #: The columns of a StreamInfo after ``stream_id``, in the order ``info_of`` reads them.
 INFO_COLUMNS = "status, head_sequence, run_id, claim_epoch, end_status, error"
+SQLITE_ENGINE = "django.db.backends.sqlite3"
 #: Inline commits between two checkpoints of the WAL (about 4 KiB of WAL each).
 CHECKPOINT_EVERY = 500
 
@@ -146,6 +147,11 @@ class GroupCommit:
 
     # --- where they run ---------------------------------------------------------------------
 
+    @property
+    def may_run_inline(self) -> bool:
+        """Whether :meth:`run_inline` can commit at all: ``INLINE_WRITES`` is on and the alias is SQLite."""
+        return self.inline is not None and connections.settings[self.using]["ENGINE"] == SQLITE_ENGINE
+
     def run_inline(self, requests: Sequence[Request]) -> list[Any] | None:
         """Commit on the calling (event loop) thread, or return None when this cannot be done now."""
         if self.inline is None:
@@ -213,7 +219,7 @@ class InlineSqlite:
 
     def _connection(self) -> sqlite3.Connection | None:
         settings = connections.settings[self.using]
-        if settings["ENGINE"] != "django.db.backends.sqlite3":
+        if settings["ENGINE"] != SQLITE_ENGINE:
             return None
         name = str(settings["NAME"])
         held = getattr(self._local, "held", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -71,6 +72,22 @@ class MemoryStreamManager(BaseStreamManager):
         return info
 
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
+        return self._append_now(stream_id, run_id, chunks)
+
+    def append_soon(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> asyncio.Future[list[int]]:
+        """Store ``chunks`` now and return a settled future of their sequences (or of the fence error).
+
+        No task per flush: the base class's task would cost a loop round per delta for a
+        write that never waits (issue 23).
+        """
+        future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        try:
+            future.set_result(self._append_now(stream_id, run_id, chunks))
+        except StreamFenceError as exc:
+            future.set_exception(exc)
+        return future
+
+    def _append_now(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         with self._lock:
             stream = self._fenced(stream_id, run_id)
             if stream.status != ACTIVE:

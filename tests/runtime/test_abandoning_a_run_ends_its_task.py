@@ -68,7 +68,9 @@ async def test_abandoning_a_run_as_its_next_event_arrives_ends_its_task(
     event, before its waiter was woken, before the run's task ran again.
     """
     HeldProvider.reached, HeldProvider.release = asyncio.Event(), asyncio.get_running_loop().create_future()
-    use_agents(default=held_agent({"TEXT": "one two three"}))
+    # Events after the held one, so that the run is still streaming 2 iterations after it
+    # (since issue 23 the run does not yield after an event its provider waited for).
+    use_agents(default=held_agent({"TEXT": "one two three four five six seven eight"}))
     handle = await executor.execute(session, [user_message("hi")])
     await asyncio.wait_for(HeldProvider.reached.wait(), 10)  # the run waits for its next event
     HeldProvider.release.set_result(None)  # the event arrives ...
