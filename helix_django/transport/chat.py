@@ -216,7 +216,7 @@ class ChatConsumer:
             return
         response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS, watch=watch)
         del watch
-        frames = plan_frames(plan)
+        frames = plan_frames(plan, first_part_at_once=True)
         del plan  # the frames hold what they send
         # The headers and the replayed frames take two sends (issue 23).
         await response.run(200, UI_STREAM_HEADERS + headers, frames, first_part_ready=True)

@@ -142,10 +142,10 @@ class DisconnectWatch:
         return self.task.done() and not self.task.cancelled() and self.task.exception() is None
 
     async def close(self) -> None:
-        """Stop watching (a no-op once the client went away)."""
+        """Stop watching (a no-op once the client went away, or once its ``receive()`` failed)."""
         if not self.task.done():
             self.task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        with contextlib.suppress(asyncio.CancelledError, Exception):
             await self.task
 
 

@@ -167,16 +167,17 @@ def _final_error(run: _RunEnding | None) -> dict[str, Any]:
 BODY_BYTES = 64 * 1024
 
 
-async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
+async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -> AsyncIterator[bytes]:
     """Yield the SSE body of ``plan`` in parts: prefix, backlog, live tail, then the terminal.
 
     Each part is one or more whole frames: every frame ready before the reader would
     wait (up to :data:`BODY_BYTES`), so nothing ready is held back while the reader
-    waits for a write. The first part is yielded before the reader first waits, empty
-    when nothing is ready (``StreamedResponse.run(first_part_ready=True)`` sends it with
-    the response's opening). ``[DONE]`` only after a real terminal; a failed stream ends with
-    its ``error`` chunk; a read failure or a reader that ends without a terminal ends
-    with one ``error`` chunk carrying a typed, retryable body (a drop, never a clean finish).
+    waits for a write. With ``first_part_at_once`` the first part is yielded before the
+    reader is first awaited, empty when nothing is ready (the chat route's
+    ``StreamedResponse.run(first_part_ready=True)`` sends it with the response's opening).
+    ``[DONE]`` only after a real terminal; a failed stream ends with its ``error`` chunk;
+    a read failure or a reader that ends without a terminal ends with one ``error``
+    chunk carrying a typed, retryable body (a drop, never a clean finish).
     """
     if plan.is_empty:
         return
@@ -189,7 +190,7 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
     del plan  # nor the plan itself: the frames keep what they send
     observe_lag = delivery_observer("chat") if reader is not None else None
     stored: StoredChunk | None = None
-    opened = False
+    opened = not first_part_at_once
     try:
         for stored in backlog:
             body.add(_chunk_frames(response_filter, *stored))
