@@ -121,7 +121,8 @@ async def _send(key: str, pace: float, manager: dict):
             frames = []
             while True:
                 message = await communicator.receive_output(10)
-                if message.get("body", b"").startswith(b"id: "):
+                chunk = message.get("body", b"")
+                if chunk.startswith(b"id: ") or b"\nid: " in chunk:  # the first frame (it may follow ": stream-open")
                     break
             before = list(counter.hops)
             while True:
