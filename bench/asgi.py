@@ -6,14 +6,19 @@ is compared with, for a POST of the same body and headers.
 ``/bench/sse?tokens=N&pace=TPS`` streams N SSE frames at TPS per second, each carrying
 its emission time like :class:`bench.provider.ClockProvider`: the floor of the live SSE
 measurement (no persistence, no run).
+``/bench/heap?op=start|read|stop`` drives :mod:`tracemalloc` in this server process (the
+opens section's idle-memory row, :func:`heap`): bench-only, never part of helix_django.
 
 Like ``example_project/asgi.py`` (the deployment the README describes), the server sets
 the streaming collector thresholds (:mod:`helix_django.tuning`).
 """
 
 import asyncio
+import gc
+import json
 import os
 import time
+import tracemalloc
 from urllib.parse import parse_qs
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
@@ -46,6 +51,32 @@ async def bare_sse(scope, send):
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 
 
+async def heap(scope, send):
+    """Answer ``{"tracedBytes": N, "open": {"bare": B, "helix": H}}``: the bytes tracemalloc traces now,
+    after a full collection, and the requests of each kind the server is serving (the
+    section checks the responses it holds are still open on the server's side).
+
+    ``op=start`` starts tracing (only allocations made from then on are counted), ``read``
+    reads, ``stop`` stops. Bytes allocated after ``start`` and still alive at ``read`` are
+    what the responses opened in between keep (plus this endpoint's own few hundred bytes,
+    the same for every route measured).
+    """
+    op = parse_qs(scope.get("query_string", b"").decode()).get("op", ["read"])[0]
+    if op == "start":
+        tracemalloc.start()
+    gc.collect()
+    traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
+    if op == "stop":
+        tracemalloc.stop()
+    body = json.dumps({"tracedBytes": traced, "open": dict(OPEN_REQUESTS)}).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+OPEN_REQUESTS = {"bare": 0, "helix": 0}
+"""Requests being served, by kind: the bare SSE route, helix's routes."""
+
+
 async def application(scope, receive, send):
     """Serve the bare routes directly; everything else through helix's router."""
     if scope["type"] == "http" and scope["path"] == "/bench/ping":
@@ -54,7 +85,15 @@ async def application(scope, receive, send):
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"ok"})
         return
-    if scope["type"] == "http" and scope["path"] == "/bench/sse":
-        await bare_sse(scope, send)
+    if scope["type"] == "http" and scope["path"] == "/bench/heap":
+        await heap(scope, send)
         return
-    await helix_app(scope, receive, send)
+    kind = "bare" if scope["type"] == "http" and scope["path"] == "/bench/sse" else "helix"
+    OPEN_REQUESTS[kind] += 1
+    try:
+        if kind == "bare":
+            await bare_sse(scope, send)
+        else:
+            await helix_app(scope, receive, send)
+    finally:
+        OPEN_REQUESTS[kind] -= 1

@@ -6,9 +6,13 @@ quiet (a delta every ``QUIET_SECONDS``). Per repeat, ``open_responses`` clients 
 resume of that run at once (``GET <prefix>sessions/<id>/chat``, as the AI SDK's
 ``resumeStream`` does: DRF token auth, the replayed run so far, then live) and read to
 their first chunk frame: the server's CPU seconds (/proc utime+stime) over those opens,
-per response. Then, all of them open and idle, the server's resident memory growth per
-response. Baseline in the same repeat: as many clients opening the bare ASGI SSE route
-of the same server (its first frame at once, the next after ``QUIET_SECONDS``).
+per response. Then, in a second pass of as many opens with tracemalloc on in the server
+(``/bench/heap`` of :mod:`bench.asgi`, started just before the opens, read after a full
+collection with all of them open and idle), the bytes they keep, per response: what a
+held response retains, not the resident set (which rises and falls with heap reuse: it
+swung 3-38 KiB between repeats). Baseline in the same repeat, measured the same two
+ways: as many clients opening the bare ASGI SSE route of the same server (its first
+frame at once, the next after ``QUIET_SECONDS``).
 Targets: CPU per open <= 3x the bare route's; idle memory per connection <= 1.5x.
 """
 
@@ -21,7 +25,7 @@ import uuid
 from bench.config import Sizes
 from bench.harness import Row, Stat, not_available, paired_ratio
 from bench.sections.e2e import missing, server_name, start_server, token_headers
-from bench.sections.sse import _proc_cpu_seconds, _proc_rss_bytes, clock_agent_settings
+from bench.sections.sse import _proc_cpu_seconds, clock_agent_settings
 
 NAME = "opens"
 QUIET_SECONDS = 60.0
@@ -30,36 +34,76 @@ TARGET_MEMORY_RATIO = 1.5
 
 
 async def _first_frame(client, url: str, headers, opened: list[float], hold: asyncio.Event) -> None:
-    """Open ``url``, read to the first chunk frame (``id:`` line), then hold the response open until ``hold``."""
+    """Open ``url``, read to the first chunk frame (``id:`` line), then hold the response open until ``hold``.
+
+    The line iterator is kept while holding: an httpx iterator left after ``break`` is
+    finalized at once, and closing it closes the connection (the server saw every
+    response disconnect as soon as it opened, so the idle rows measured no open response).
+    """
     async with client.stream("GET", url, headers=headers) as response:
         assert response.status_code == 200, response.status_code
-        async for line in response.aiter_lines():
+        lines = response.aiter_lines()
+        async for line in lines:
             if line.startswith("id:"):
                 opened.append(time.perf_counter())
                 break
         await hold.wait()
+        del lines
 
 
-async def _open_many(client, server, count: int, url: str, headers) -> tuple[float, float]:
-    """Open ``count`` responses of ``url`` at once; return (server CPU ms per open, idle RSS KiB per open)."""
-    pid = server.process.pid
+async def _open_all(client, count: int, url: str, headers, hold: asyncio.Event) -> list[asyncio.Task]:
+    """Open ``count`` responses of ``url`` at once; return once each read its first frame (open until ``hold``)."""
     opened: list[float] = []
-    hold = asyncio.Event()
-    rss_before, cpu_before = _proc_rss_bytes(pid), _proc_cpu_seconds(pid)
     tasks = [asyncio.ensure_future(_first_frame(client, url, headers, opened, hold)) for _ in range(count)]
+    while len(opened) < count:
+        failed = [task for task in tasks if task.done() and task.exception()]
+        if failed:
+            hold.set()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise failed[0].exception()
+        await asyncio.sleep(0.02)
+    return tasks
+
+
+async def _cpu_per_open(client, server, count: int, url: str, headers) -> float:
+    """Open ``count`` responses of ``url`` at once; return the server's CPU ms per open (tracing off)."""
+    pid = server.process.pid
+    hold = asyncio.Event()
+    cpu_before = _proc_cpu_seconds(pid)
+    tasks = await _open_all(client, count, url, headers, hold)
+    cpu = _proc_cpu_seconds(pid) - cpu_before
+    hold.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return cpu / count * 1000
+
+
+async def _heap(client, server, op: str) -> tuple[int, dict[str, int]]:
+    """Drive tracemalloc in the server (``/bench/heap``); return (traced bytes, open requests by kind)."""
+    response = await client.get(server.url(f"/bench/heap?op={op}"))
+    assert response.status_code == 200, response.status_code
+    answer = response.json()
+    return answer["tracedBytes"], answer["open"]
+
+
+async def _kept_per_open(client, server, count: int, label: str, url: str, headers) -> float:
+    """Open ``count`` responses of ``url`` under tracemalloc; return the KiB still allocated per idle open one.
+
+    Raises AssertionError unless the server still serves all of them at the read (a
+    response the server already ended would keep nothing).
+    """
+    hold = asyncio.Event()
+    before, _open = await _heap(client, server, "start")
+    tasks = []
     try:
-        while len(opened) < count:
-            failed = [task for task in tasks if task.done() and task.exception()]
-            if failed:
-                raise failed[0].exception()
-            await asyncio.sleep(0.02)
-        cpu = _proc_cpu_seconds(pid) - cpu_before
+        tasks = await _open_all(client, count, url, headers, hold)
         await asyncio.sleep(1.0)  # idle: nothing is written to any of them
-        rss = _proc_rss_bytes(pid) - rss_before
+        traced, serving = await _heap(client, server, "read")
+        assert serving[label] >= count, f"the server serves {serving[label]} of {count} {label} responses"
     finally:
         hold.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-    return cpu / count * 1000, max(0, rss) / 1024 / count
+        await _heap(client, server, "stop")
+    return max(0, traced - before) / 1024 / count
 
 
 async def _live_run(client, server, headers) -> tuple[str, asyncio.Task]:
@@ -101,13 +145,13 @@ async def run(sizes: Sizes) -> list[Row]:
             session_id, live = await _live_run(client, server, headers)
             resume_url = server.url(f"/helix/api/sessions/{session_id}/chat")
             try:
-                await _open_many(client, server, min(count, 20), bare_url, {})  # warm-up of both
-                await _open_many(client, server, min(count, 20), resume_url, headers)
+                for label, url, extra in (("bare", bare_url, {}), ("helix", resume_url, headers)):  # warm-up
+                    await _cpu_per_open(client, server, min(count, 20), url, extra)
+                    await _kept_per_open(client, server, min(count, 20), label, url, extra)
                 for _ in range(sizes.repeats):
                     for label, url, extra in (("bare", bare_url, {}), ("helix", resume_url, headers)):
-                        per_cpu, per_memory = await _open_many(client, server, count, url, extra)
-                        cpu[label].append(per_cpu)
-                        memory[label].append(per_memory)
+                        cpu[label].append(await _cpu_per_open(client, server, count, url, extra))
+                        memory[label].append(await _kept_per_open(client, server, count, label, url, extra))
             finally:
                 live.cancel()
     except (httpx.HTTPError, AssertionError, TimeoutError) as exc:
@@ -153,6 +197,6 @@ def _rows(count: int, cpu: dict[str, list[float]], memory: dict[str, list[float]
             "KiB",
             "bare ASGI SSE",
             TARGET_MEMORY_RATIO,
-            "server RSS growth with every response open and idle, per response",
+            "bytes the opens allocated and keep with every response idle (tracemalloc in the server), per response",
         ),
     ]

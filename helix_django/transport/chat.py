@@ -48,7 +48,13 @@ from helix_django.transport.chat_send import (
     plan_send,
 )
 from helix_django.transport.host import HostAnswer, send_host_response, through_host
-from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, run_until_disconnect
+from helix_django.transport.http import (
+    ClientDisconnected,
+    DisconnectWatch,
+    StreamedResponse,
+    read_body,
+    run_until_disconnect,
+)
 from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.resume import plan_resume
 from helix_django.transport.resume_reads import ResumeState, read_resume_state
@@ -240,20 +246,30 @@ class ChatConsumer:
         planned = await self._plan(scope, receive, send)
         if planned is None:
             return
-        # Only the plan and the headers outlive the planning: an open response holds no request,
-        # DRF object or user (issue 23: idle memory per response).
-        plan, headers = planned
+        # Only the plan, the headers and the disconnect watch outlive the planning: an open response
+        # holds no request, DRF object or user (issue 23: idle memory per response).
+        plan, headers, watch = planned
+        del planned
         if plan.status == 204:
+            await watch.close()
             await send_empty(send, 204, headers=headers)
             return
-        response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
-        await response.run(200, UI_STREAM_HEADERS + headers, plan_frames(plan))
+        response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS, watch=watch)
+        del watch
+        frames = plan_frames(plan, first_part_at_once=True)
+        del plan  # the frames hold what they send
+        # The headers and the replayed frames take two sends (issue 23).
+        await response.run(200, UI_STREAM_HEADERS + headers, frames, first_part_ready=True)
 
     async def _plan(
         self, scope: dict[str, Any], receive: Any, send: Any
-    ) -> tuple[ResponsePlan, list[tuple[bytes, bytes]]] | None:
-        """Authenticate and plan; return ``(plan, headers)``, or None once answered (a refusal, a disconnect)."""
+    ) -> tuple[ResponsePlan, list[tuple[bytes, bytes]], DisconnectWatch] | None:
+        """Authenticate and plan; return ``(plan, headers, watch)``, or None once answered (a refusal, a disconnect).
+
+        ``watch`` watches the client from the planning on: the response keeps it (one watcher per request).
+        """
         headers: list[tuple[bytes, bytes]] = []
+        watch: DisconnectWatch | None = None
         try:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
             parsed = await _parse(scope, body)
@@ -267,14 +283,24 @@ class ChatConsumer:
             headers = headers + admitted.caller.identity.set_cookies
             if admitted.error is not None:
                 raise admitted.error
+            watch = DisconnectWatch(receive)
             planning = plan_chat(admitted.request, admitted.caller, admitted.opened)
-            disconnected, plan = await run_until_disconnect(receive, planning)
+            disconnected, plan = await run_until_disconnect(watch, planning)
         except ClientDisconnected:
             return None
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
+            if watch is not None:
+                await watch.close()
             log_unexpected("chat route", exc)
             if isinstance(exc, MethodNotAllowedError):
                 headers = [*headers, (b"allow", b"GET, POST")]
             await self.refuse(send, exc, headers)
             return None
-        return None if disconnected else (plan, headers)
+        except BaseException:  # the server cancelled the request
+            if watch is not None:
+                watch.task.cancel()
+            raise
+        if disconnected:
+            await watch.close()
+            return None
+        return plan, headers, watch

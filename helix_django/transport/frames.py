@@ -64,15 +64,26 @@ def terminal_frame(info: StreamInfo | None, *, error: HelixError | None = None) 
     return {"type": "fail", "error": drop.message, "errorDetail": detail, "recoverable": True}
 
 
-async def stream_frames(reader: ResumableReader, *, route: str = "stream") -> AsyncIterator[dict[str, Any]]:
+async def stream_frames(
+    reader: ResumableReader, *, route: str = "stream", marks_waits: bool = False
+) -> AsyncIterator[dict[str, Any] | None]:
     """Yield the chunk frames of ``reader`` and then exactly one terminal frame.
 
     ``route`` labels the delivery-lag metric (``stream``, ``websocket``; :mod:`helix_django.metrics`).
+    With ``marks_waits``, None is yielded each time the reader has nothing ready (before
+    it may wait): the frames since the last None were ready together (the raw stream
+    route sends them in one body).
     """
     observe_lag = delivery_observer(route)
     ended_runs: set[Any] = set()
     try:
-        async for sequence, chunk in reader:
+        while True:
+            if marks_waits and not reader.ready:
+                yield None
+            try:
+                sequence, chunk = await anext(reader)
+            except StopAsyncIteration:
+                break
             if observe_lag is not None:
                 observe_lag(chunk)
             run = chunk.get(RUN_KEY)

@@ -125,21 +125,42 @@ async def wait_for_disconnect(receive: Receive) -> None:
             return
 
 
-async def run_until_disconnect(receive: Receive, work: Awaitable[Any]) -> tuple[bool, Any]:
-    """Run ``work`` until it finishes or the client disconnects; return ``(disconnected, result)``.
+class DisconnectWatch:
+    """One task for the life of a request that returns once the client disconnected (its body read).
+
+    The planning of a response (:func:`run_until_disconnect`) and the response itself
+    (:class:`StreamedResponse`) share it: opening a resume starts one watcher, not one
+    per phase (issue 23: tasks per open). :meth:`close` ends it.
+    """
+
+    def __init__(self, receive: Receive) -> None:
+        self.task: asyncio.Task[None] = asyncio.ensure_future(wait_for_disconnect(receive))
+
+    @property
+    def disconnected(self) -> bool:
+        """Whether the client went away."""
+        return self.task.done() and not self.task.cancelled() and self.task.exception() is None
+
+    async def close(self) -> None:
+        """Stop watching (a no-op once the client went away, or once its ``receive()`` failed)."""
+        if not self.task.done():
+            self.task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self.task
+
+
+async def run_until_disconnect(watch: DisconnectWatch, work: Awaitable[Any]) -> tuple[bool, Any]:
+    """Run ``work`` until it finishes or the client disconnects (``watch``); return ``(disconnected, result)``.
 
     A disconnect cancels ``work`` (callers shield what must not be cancelled, such as
-    ``execute()``). Exceptions of ``work`` propagate.
+    ``execute()``). Exceptions of ``work`` propagate. The watch goes on (the response reuses it).
     """
     task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(wait_for_disconnect(receive))
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, watch.task}, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         task.cancel()
         raise
-    finally:
-        watcher.cancel()
     if task.done():
         return False, task.result()
     task.cancel()
@@ -154,18 +175,23 @@ class StreamedResponse:
     The response's own task pumps frames straight to ``send`` (no queue, no task per
     frame); one task watches ``receive()`` for the disconnect and cancels the pump when it
     comes; a timer (no task while idle) sends a ``: keep-alive`` comment when nothing was
-    sent for ``heartbeat_seconds``. Sends are serialized by a lock, so a heartbeat never
-    lands inside a frame. An idle open response is so one parked task and one timer
+    sent for ``heartbeat_seconds``. Sends never overlap (:meth:`_send_body`), so a
+    heartbeat never lands inside a frame. An idle open response is so one parked task and one timer
     beside the server's own (issue 23: idle memory per response).
     """
 
-    def __init__(self, send: Send, receive: Receive, *, heartbeat_seconds: float) -> None:
+    def __init__(
+        self, send: Send, receive: Receive, *, heartbeat_seconds: float, watch: DisconnectWatch | None = None
+    ) -> None:
         self.send = send
         self.receive = receive
         self.heartbeat_seconds = heartbeat_seconds
+        self.watch = watch
+        """The request's disconnect watch, if the route started one while planning (else the response starts it)."""
         self.disconnected = False
         """Set once the client went away (its producer was cancelled)."""
-        self._lock = asyncio.Lock()
+        self._sending = False
+        """A body is being sent (the pump's or a keep-alive): a heartbeat then waits for the next idle period."""
         self._last_sent = 0.0
         self._pumping: asyncio.Task[Any] | None = None
         """The task pumping frames, while it does: a disconnect cancels it."""
@@ -173,22 +199,44 @@ class StreamedResponse:
         self._beat: asyncio.Future[None] | None = None
         """A keep-alive being sent, if any."""
 
-    async def run(self, status: int, headers: list[tuple[bytes, bytes]], frames: AsyncIterator[bytes]) -> None:
-        """Send the headers, then every frame as it comes, heartbeats on idle, until the end or a disconnect."""
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        await self._send_body(STREAM_OPEN)
-        watcher = asyncio.ensure_future(wait_for_disconnect(self.receive))
-        watcher.add_done_callback(self._on_disconnect)
-        self._arm(self.heartbeat_seconds)
+    async def run(
+        self,
+        status: int,
+        headers: list[tuple[bytes, bytes]],
+        frames: AsyncIterator[bytes],
+        *,
+        first_part_ready: bool = False,
+    ) -> None:
+        """Send the headers, then every frame as it comes, heartbeats on idle, until the end or a disconnect.
+
+        With ``first_part_ready`` the first part of ``frames`` is ready at once (the route's
+        replayed backlog, possibly empty: its iterator yields it before it first waits) and
+        goes out with the ``: stream-open`` comment in one body: the headers and the first
+        frames take two ASGI sends, not three (issue 23: CPU to open a resume).
+        """
+        watcher = (self.watch or DisconnectWatch(self.receive)).task
+        self.watch = None
         try:
+            await self.send({"type": "http.response.start", "status": status, "headers": headers})
+            del headers  # an open response keeps no header list (issue 23, idle memory)
+            opening = await _first_part(frames) if first_part_ready else b""
+            await self._send_body(STREAM_OPEN + opening)
+            del opening
+            watcher.add_done_callback(self._on_disconnect)  # called soon if the client already left
+            self._arm(self.heartbeat_seconds)
             self._pumping = asyncio.current_task()
-            try:
-                await self._pump(frames)
+            try:  # the pump, in the response's own frame (no coroutine of its own while idle)
+                async for item in frames:
+                    if item:  # an empty part: nothing was ready (the opening of a route with no backlog)
+                        await self._send_body(item)
+                    del item  # waiting for the next frame, the response holds no sent one
+            except Exception as exc:  # the frame source renders its own errors; this is a last resort
+                log_unexpected("stream producer", exc)
             finally:
                 self._pumping = None
+                await _aclose(frames)
             self._stop_heartbeats()
-            async with self._lock:
-                await self.send({"type": "http.response.body", "body": b"", "more_body": False})
+            await self._send_body(b"", more_body=False)
         except asyncio.CancelledError:
             if not self.disconnected:
                 raise
@@ -209,17 +257,29 @@ class StreamedResponse:
         if self._pumping is not None:
             self._pumping.cancel()
 
-    async def _send_body(self, body: bytes) -> None:
-        async with self._lock:
-            await self.send({"type": "http.response.body", "body": body, "more_body": True})
+    async def _send_body(self, body: bytes, *, more_body: bool = True) -> None:
+        """Send one body message; sends never overlap.
+
+        The pump's only rival is a keep-alive: the pump waits for one in flight, and a
+        heartbeat never starts one while a body is being sent. No lock: an ``asyncio.Lock``
+        is 720 bytes an idle response would keep (issue 23).
+        """
+        beat = self._beat
+        if beat is not None and not beat.done() and beat is not asyncio.current_task():
+            await asyncio.wait((beat,))
+        self._sending = True
+        try:
+            await self.send({"type": "http.response.body", "body": body, "more_body": more_body})
             self._last_sent = asyncio.get_running_loop().time()
+        finally:
+            self._sending = False
 
     def _arm(self, delay: float) -> None:
         self._timer = asyncio.get_running_loop().call_later(delay, self._heartbeat)
 
     def _heartbeat(self) -> None:
         idle = asyncio.get_running_loop().time() - self._last_sent
-        if idle < self.heartbeat_seconds or (self._beat is not None and not self._beat.done()):
+        if idle < self.heartbeat_seconds or self._sending or (self._beat is not None and not self._beat.done()):
             self._arm(max(self.heartbeat_seconds - idle, 0.001))
             return
         self._beat = asyncio.ensure_future(self._send_body(KEEP_ALIVE))
@@ -231,18 +291,24 @@ class StreamedResponse:
             self._timer.cancel()
             self._timer = None
 
-    async def _pump(self, frames: AsyncIterator[bytes]) -> None:
-        try:
-            async for item in frames:
-                await self._send_body(item)
-                del item  # waiting for the next frame, the response holds no sent one
-        except Exception as exc:  # the frame source renders its own errors; this is a last resort
-            log_unexpected("stream producer", exc)
-        finally:
-            aclose = getattr(frames, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
+
+async def _aclose(frames: AsyncIterator[bytes]) -> None:
+    """Close ``frames`` if it can be (its own failure is not the response's)."""
+    aclose = getattr(frames, "aclose", None)
+    if aclose is not None:
+        with contextlib.suppress(Exception):
+            await aclose()
+
+
+async def _first_part(frames: AsyncIterator[bytes]) -> bytes:
+    """Return the first part of ``frames`` (b"" when there is none; a failing source is logged and ends)."""
+    try:
+        return await anext(frames)
+    except StopAsyncIteration:
+        return b""
+    except Exception as exc:  # the frame source renders its own errors; this is a last resort
+        log_unexpected("stream producer", exc)
+        return b""
 
 
 def _uncancel() -> None:

@@ -167,14 +167,17 @@ def _final_error(run: _RunEnding | None) -> dict[str, Any]:
 BODY_BYTES = 64 * 1024
 
 
-async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
+async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -> AsyncIterator[bytes]:
     """Yield the SSE body of ``plan`` in parts: prefix, backlog, live tail, then the terminal.
 
     Each part is one or more whole frames: every frame ready before the reader would
     wait (up to :data:`BODY_BYTES`), so nothing ready is held back while the reader
-    waits for a write. ``[DONE]`` only after a real terminal; a failed stream ends with
-    its ``error`` chunk; a read failure or a reader that ends without a terminal ends
-    with one ``error`` chunk carrying a typed, retryable body (a drop, never a clean finish).
+    waits for a write. With ``first_part_at_once`` the first part is yielded before the
+    reader is first awaited, empty when nothing is ready (the chat route's
+    ``StreamedResponse.run(first_part_ready=True)`` sends it with the response's opening).
+    ``[DONE]`` only after a real terminal; a failed stream ends with its ``error`` chunk;
+    a read failure or a reader that ends without a terminal ends with one ``error``
+    chunk carrying a typed, retryable body (a drop, never a clean finish).
     """
     if plan.is_empty:
         return
@@ -184,19 +187,23 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
     backlog, plan.prefix, plan.backlog = plan.backlog, [], []
     ending, plan.run = _RunEnding.of(plan.run), None
     reader = plan.reader
+    del plan  # nor the plan itself: the frames keep what they send
     observe_lag = delivery_observer("chat") if reader is not None else None
     stored: StoredChunk | None = None
+    opened = not first_part_at_once
     try:
         for stored in backlog:
             body.add(_chunk_frames(response_filter, *stored))
             if response_filter.terminal:
                 break
             if body.is_full:
+                opened = True
                 yield body.take()
         backlog = []
         while reader is not None and not response_filter.terminal:
             stored = None  # parked on the reader, the response holds no chunk
-            if body and not reader.ready:
+            if (body or not opened) and not reader.ready:
+                opened = True
                 yield body.take()  # the reader may wait now: what is ready goes out first
             try:
                 stored = await anext(reader)
@@ -214,13 +221,13 @@ async def plan_frames(plan: ResponsePlan) -> AsyncIterator[bytes]:
     finally:
         if reader is not None:
             await reader.close()
-    body.add(_terminal_frames(plan, ending, response_filter, reader.last_info if reader is not None else None))
+    body.add(_terminal_frames(ending, response_filter, reader.last_info if reader is not None else None, reader))
     if body:
         yield body.take()
 
 
 def _terminal_frames(
-    plan: ResponsePlan, run: _RunEnding | None, response_filter: ResponseFilter, info: StreamInfo | None
+    run: _RunEnding | None, response_filter: ResponseFilter, info: StreamInfo | None, reader: ResumableReader | None
 ) -> list[bytes]:
     """The frames that end a response the filter did not end with an ``error`` chunk (ending table, docs/transport.md).
 
@@ -241,7 +248,7 @@ def _terminal_frames(
     if info is not None and info.status == ENDED:
         abort = [frame(dict(ABORT_CHUNK))] if info.end_status == "cancelled" else []
         return [*abort, DONE_FRAME]
-    if run is not None and run.status == RunStatus.COMPLETED and plan.reader is None:
+    if run is not None and run.status == RunStatus.COMPLETED and reader is None:
         return [DONE_FRAME]
     return [error_frame(_final_error(run))]
 

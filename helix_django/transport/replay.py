@@ -52,7 +52,8 @@ class AttemptTracker:
         self.started: dict[Any, list[str]] = {}
         self.step_of: dict[str, Any] = {}
         self.committed: dict[Any, str] = {}
-        self.content_at: dict[str, list[int]] = {}
+        self.first_content_at: dict[str, int] = {}
+        """The first sequence with content of each attempt (not every one: a replay of a long run kept them all)."""
 
     def observe(self, sequence: int, chunk: Chunk) -> None:
         """Record a start-step, a step commit, or content of an attempt at ``sequence``."""
@@ -67,7 +68,7 @@ class AttemptTracker:
         elif kind == "helix-step-committed":
             self.committed[chunk.get("step")] = chunk.get("committedAttemptId") or ""
         if attempt and kind in CONTENT_TYPES:
-            self.content_at.setdefault(attempt, []).append(sequence)
+            self.first_content_at.setdefault(attempt, sequence)
 
     def winner(self, step: Any) -> str | None:
         """Return the winning attempt of ``step`` (None when no attempt is known)."""
@@ -111,13 +112,15 @@ class ResponseFilter:
         tool_names: dict[str, str] | None = None,
     ) -> None:
         self.run_id = run_id
-        self.owned = set(owned_tool_call_ids)
+        # Sets as dicts (keys only): an empty dict is 64 bytes, an empty set 216, and an idle
+        # response keeps its filter (issue 23: idle memory per open response).
+        self.owned: dict[str, None] = dict.fromkeys(owned_tool_call_ids)
         self.cursor = cursor
         self.dedupe_start_for = dedupe_start_for
         self.tool_names = dict(tool_names or {})
         self.attempts = AttemptTracker()
-        self.sent_attempts: set[str] = set()
-        self.elsewhere_sent: set[str] = set()
+        self.sent_attempts: dict[str, None] = {}
+        self.elsewhere_sent: dict[str, None] = {}
         self.terminal: str | None = None
         """``done`` (a real terminal: send ``[DONE]``) or ``error`` (an error chunk was sent)."""
         self.expect_error = False
@@ -138,9 +141,9 @@ class ResponseFilter:
             self.attempts.observe(sequence, chunk)
             self._learn_tool(chunk, owned=self.cursor is not None and sequence <= self.cursor)
         if self.cursor is not None:
-            for attempt, sequences in self.attempts.content_at.items():
-                if sequences and sequences[0] <= self.cursor:
-                    self.sent_attempts.add(attempt)
+            for attempt, first in self.attempts.first_content_at.items():
+                if first <= self.cursor:
+                    self.sent_attempts[attempt] = None
 
     def _learn_tool(self, chunk: Chunk, *, owned: bool) -> None:
         call_id = chunk.get("toolCallId")
@@ -148,7 +151,7 @@ class ResponseFilter:
             if chunk.get("toolName"):
                 self.tool_names[call_id] = chunk["toolName"]
             if owned:
-                self.owned.add(call_id)
+                self.owned[call_id] = None
 
     def _follows(self, chunk: Chunk) -> bool:
         run = chunk.get(RUN_KEY)
@@ -204,13 +207,13 @@ class ResponseFilter:
             return []
         attempt = chunk.get(ATTEMPT_KEY)
         if attempt and kind in CONTENT_TYPES:
-            self.sent_attempts.add(attempt)
+            self.sent_attempts[attempt] = None
         return [ui]
 
     def _elsewhere(self, call_id: str) -> list[Chunk]:
         if call_id in self.elsewhere_sent:
             return []
-        self.elsewhere_sent.add(call_id)
+        self.elsewhere_sent[call_id] = None
         data: dict[str, Any] = {
             "reason": "tool_output_elsewhere",
             "toolCallId": call_id,

@@ -28,15 +28,32 @@ from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.frames import check_cursor, stream_frames
 from helix_django.transport.host import send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, request_cursor
+from helix_django.transport.plan import BODY_BYTES
 from helix_django.transport.sse import RAW_STREAM_HEADERS, frame, log_unexpected, send_error
 
 
 async def _sse(reader: ResumableReader) -> AsyncIterator[bytes]:
-    async for item in stream_frames(reader):
-        if item["type"] == "chunk":
-            yield frame(item, sequence=item["sequence"])
-        else:
-            yield frame(item, event=item["type"])
+    """Yield the route's SSE body in parts: the frames ready together in one part (up to ``BODY_BYTES``).
+
+    The first part is yielded before the reader first waits (empty when nothing is
+    ready): the response sends it with its opening, so a resume's headers and its backlog
+    take two sends, not one per chunk (issue 23).
+    """
+    part: list[bytes] = []
+    size = 0
+    async for item in stream_frames(reader, marks_waits=True):
+        if item is None:  # the reader may wait now: what is ready goes out first
+            yield b"".join(part)
+            part, size = [], 0
+            continue
+        encoded = frame(item, sequence=item["sequence"]) if item["type"] == "chunk" else frame(item, event=item["type"])
+        part.append(encoded)
+        size += len(encoded)
+        if size >= BODY_BYTES:
+            yield b"".join(part)
+            part, size = [], 0
+    if part:
+        yield b"".join(part)
 
 
 def _admit(scope: dict[str, Any], django_request: HttpRequest) -> tuple[Identity, ChatSession, int]:
@@ -71,8 +88,9 @@ class StreamConsumer:
         if opened is None:
             return
         reader, headers = opened  # an open response holds no request, DRF object or user (issue 23)
+        del opened
         response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
-        await response.run(200, RAW_STREAM_HEADERS + headers, _sse(reader))
+        await response.run(200, RAW_STREAM_HEADERS + headers, _sse(reader), first_part_ready=True)
 
     async def _open(
         self, scope: dict[str, Any], receive: Any, send: Any

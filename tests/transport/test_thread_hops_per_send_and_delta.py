@@ -140,7 +140,8 @@ async def _send(
             assert start["type"] == "http.response.start" and start["status"] == 200
             while True:
                 message = await communicator.receive_output(10)
-                if message.get("body", b"").startswith(b"id: "):
+                chunk = message.get("body", b"")
+                if chunk.startswith(b"id: ") or b"\nid: " in chunk:  # the first frame (it may follow ": stream-open")
                     break
             before = list(counter.hops)
             frames = [message["body"]]  # a replay may send the whole stream in one body
