@@ -273,8 +273,12 @@ class ChatConsumer:
         try:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
             parsed = await _parse(scope, body)
-            # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
-            answer = await asyncio.shield(asyncio.ensure_future(_admit_and_open(scope, body, parsed)))
+            admitting = _admit_and_open(scope, body, parsed)
+            if is_plain_chat_send(parsed[0]):
+                # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
+                answer = await asyncio.shield(asyncio.ensure_future(admitting))
+            else:
+                answer = await admitting  # starts no run: no task of its own (a resume open, issue 23)
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None
