@@ -10,6 +10,7 @@ that also creates no task for the awaitable (issue 23: no task per provider even
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Awaitable
 from typing import TypeVar
@@ -34,3 +35,16 @@ async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
     """
     async with deadline(seconds):
         return await awaitable
+
+
+def cancel_requested() -> bool:
+    """Whether the current task has a cancel pending (Python 3.11+; always False on 3.10).
+
+    A loop that outlives its errors (a listener, a periodic scan) checks it when a library
+    turned the cancel that reached it into an error of its own (channels_redis and redis-py
+    can raise ConnectionError for a read cut by a cancel): re-raising then lets the task end,
+    where retrying kept it alive and a loop's shutdown waited on it forever.
+    """
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling and cancelling())

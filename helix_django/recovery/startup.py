@@ -20,6 +20,7 @@ import logging
 from typing import Any
 
 from helix_django.conf import helix_settings
+from helix_django.deadlines import cancel_requested
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +65,8 @@ class RecoveryOnStartup:
                     logger.info("helix relaunch scan: %s", report.counts)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - a scan failure must never reach a request
+            except Exception as exc:  # noqa: BLE001 - a scan failure must never reach a request
+                if cancel_requested():  # a library turned our cancel into its own error
+                    raise asyncio.CancelledError from exc
                 logger.exception("helix relaunch scan failed")
             await asyncio.sleep(self.interval_seconds or helix_settings.LEASE_SECONDS)

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from helix_django.deadlines import cancel_requested
+
 if TYPE_CHECKING:
     from helix_django.streams.base import BaseStreamManager
     from helix_django.streams.notify import StreamNotifier
@@ -68,6 +70,8 @@ class _LoopListener:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a layer outage must not end the listener
+                if cancel_requested():  # the layer turned our cancel into its own error
+                    raise asyncio.CancelledError from exc
                 logger.warning("channel layer receive failed: %s", type(exc).__name__)
                 self.joined.clear()
                 self.broadcaster.notifier_wake_all()
