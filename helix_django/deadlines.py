@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable
-from typing import TypeVar
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
     from asyncio import timeout as deadline
 else:  # pragma: no cover - the backport of asyncio.timeout (same API)
     from async_timeout import timeout as deadline
 
-__all__ = ["deadline", "within"]
+__all__ = ["cancel_requested", "deadline", "ends_when_cancelled", "within"]
 
 T = TypeVar("T")
 
@@ -48,3 +48,33 @@ def cancel_requested() -> bool:
     task = asyncio.current_task()
     cancelling = getattr(task, "cancelling", None)
     return bool(cancelling and cancelling())
+
+
+async def ends_when_cancelled(coro: Coroutine[Any, Any, T], *, interval: float = 0.05, attempts: int = 200) -> T:
+    """Run ``coro`` in a task of its own and return its result; a cancel of the caller always ends it.
+
+    For the long-lived loops around a library's blocking calls (the channel-layer listener,
+    the Redis notify subscription, the periodic relaunch scan). redis-py 8 sends every
+    command through ``asyncio.wait_for`` once a socket timeout is set, and its default is
+    5 s: on Python 3.10 and 3.11 a cancel that meets that send completing is dropped
+    (cpython#86296), and channels_redis's receive then blocks again, so a single cancel,
+    the only one a loop's shutdown sends, was lost and the shutdown waited forever (the
+    tasks-executor test's 300 s teardown, seen in the twelfth session).
+
+    When the caller is cancelled the child is cancelled again every ``interval`` seconds
+    until it ends, at most ``attempts`` times, then ``asyncio.CancelledError`` is raised.
+    The child's own exceptions and result pass through unchanged. One task per call: not
+    for a per-delta path.
+    """
+    task = asyncio.ensure_future(coro)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        for _ in range(attempts):
+            if task.done():
+                break
+            task.cancel()
+            await asyncio.wait({task}, timeout=interval)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: the caller's cancel is what is reported
+        raise

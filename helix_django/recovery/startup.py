@@ -20,7 +20,7 @@ import logging
 from typing import Any
 
 from helix_django.conf import helix_settings
-from helix_django.deadlines import cancel_requested
+from helix_django.deadlines import cancel_requested, ends_when_cancelled
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class RecoveryOnStartup:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
         if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(self._loop())
+            self.task = asyncio.get_running_loop().create_task(ends_when_cancelled(self._loop()))
         if scope.get("type") == "lifespan":
             return await self._lifespan(receive, send)
         return await self.app(scope, receive, send)
@@ -50,7 +50,8 @@ class RecoveryOnStartup:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self.task is not None:
-                    self.task.cancel()
+                    self.task.cancel()  # and wait (bounded) so the scan has ended when shutdown completes
+                    await asyncio.wait({self.task}, timeout=5)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from helix_django.deadlines import cancel_requested
+from helix_django.deadlines import cancel_requested, ends_when_cancelled
 
 if TYPE_CHECKING:
     from helix_django.streams.base import BaseStreamManager
@@ -53,7 +53,7 @@ class _LoopListener:
         self.ready = asyncio.Event()
         self.waiting: dict[str, int] = {}
         self.joined: dict[str, float] = {}
-        self.task = loop.create_task(self._receive())
+        self.task = loop.create_task(ends_when_cancelled(self._receive()))
 
     async def _receive(self) -> None:
         layer = self.broadcaster.layer

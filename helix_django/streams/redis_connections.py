@@ -23,7 +23,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from helix_django.deadlines import within
+from helix_django.deadlines import ends_when_cancelled, within
 from helix_django.errors import StreamConnectionError
 from helix_django.streams import redis_scripts
 from helix_django.streams.notify import StreamNotifier
@@ -163,7 +163,7 @@ class RedisConnections:
         """Start the running loop's listener if it is not running; return the loop's state."""
         state = self.state()
         if state.listener is None or state.listener.done():
-            state.listener = asyncio.get_running_loop().create_task(self._listen(state))
+            state.listener = asyncio.get_running_loop().create_task(ends_when_cancelled(self._listen(state)))
         return state
 
     async def ensure_listener(self) -> None:

@@ -182,10 +182,6 @@ def test_a_tasks_executor_without_cross_process_wake_ups_is_reported(caplog, lay
     assert "no shared channel layer" not in caplog.text
 
 
-@pytest.mark.skip(
-    reason="known defect: after the file's earlier tests its loop teardown hangs 300 s (a task that never "
-    "ends; passes alone in 2 s); open in the closing note of session 11"
-)
 async def test_a_send_through_the_chat_route_commits_claims_and_hands_off_in_one_hop_of_its_own(tasks_helix):
     from tests.transport.test_thread_hops_per_send_and_delta import HopCounter, _token, chat_scope
 
