@@ -150,7 +150,9 @@ async def test_the_redis_notify_listener_ends_when_its_subscription_drops_the_ca
     pubsub = DropsFirstCancelPubSub()
     closed = SimpleNamespace(aclose=lambda: asyncio.sleep(0))
     connections = RedisConnections("default", {}, "helix-notify", StreamNotifier(), "origin:")
-    state = LoopState(client=closed, pubsub_client=SimpleNamespace(pubsub=lambda: pubsub, aclose=closed.aclose), scripts={})
+    state = LoopState(
+        client=closed, pubsub_client=SimpleNamespace(pubsub=lambda: pubsub, aclose=closed.aclose), scripts={}
+    )
     connections.states[asyncio.get_running_loop()] = state
     connections.start_listener()
     await asyncio.wait_for(state.ready.wait(), 5)
