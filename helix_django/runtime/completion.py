@@ -48,8 +48,11 @@ class Completion:
     is_stored: bool = False
     """Set once ``chunks`` are stored (a failure after it must not hand them back to the writer)."""
 
-    def commit(self, run_id: str, sequences: list[int]) -> Any:
-        """Commit the step and the completion, the chunks stored at ``sequences``; return the terminal checkpoint."""
+    def commit(self, run_id: str, sequences: list[int], *, fenced: bool = False) -> Any:
+        """Commit the step and the completion, the chunks stored at ``sequences``; return the terminal checkpoint.
+
+        ``fenced``: the caller's transaction passed ``store.lock_run`` already.
+        """
         stored_step_end = sequences[-2] if len(sequences) >= 2 else self.stored_sequence
         step, terminal = store.commit_completion(
             run_id,
@@ -58,6 +61,7 @@ class Completion:
             step_message=self.step_message,
             step_sequence=stored_step_end,
             step_count=self.step_number,
+            fenced=fenced,
         )
         if step is not None and self.step_committed is not None:
             self.step_committed["checkpointId"] = step.id
@@ -79,7 +83,7 @@ def complete_in_transaction(manager: Any, stream_id: str, run_id: str, completio
     with transaction.atomic(using=write_alias()):
         store.lock_run(run_id)
         first = manager.append_in_transaction(stream_id, run_id, completion.chunks)
-        terminal = completion.commit(run_id, first.sequences)
+        terminal = completion.commit(run_id, first.sequences, fenced=True)
         last = manager.append_in_transaction(stream_id, run_id, completion.closing())
         ended = manager.end_in_transaction(stream_id, run_id, end_status="completed")
     return terminal, [first, last, ended]

@@ -30,8 +30,8 @@ from helix_django.runtime.completion import (
     outlasting_cancel,
 )
 from helix_django.signals import run_finished
-from helix_django.store.commits import helix_metadata
 from helix_django.store.reads import write_alias
+from helix_django.store.run_ends import helix_metadata
 
 logger = logging.getLogger(__name__)
 

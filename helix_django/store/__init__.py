@@ -8,22 +8,14 @@ run them in the ORM's thread for async callers.
 """
 
 from helix_django.store.commits import (
-    TERMINAL_COMMIT_STATUSES,
     NewSession,
     RunStartRequest,
     RunStartResult,
-    acommit_completion,
-    acommit_step,
-    acommit_terminal,
     aget_or_create_session,
     astart_run,
     aupdate_run,
-    commit_completion,
-    commit_step,
-    commit_terminal,
     delete_session,
     get_or_create_session,
-    lock_run,
     start_run,
     update_run,
 )
@@ -45,6 +37,16 @@ from helix_django.store.recovery import (
     record_recovery,
     resolve_tool_execution,
     transition_run,
+)
+from helix_django.store.run_ends import (
+    TERMINAL_COMMIT_STATUSES,
+    acommit_completion,
+    acommit_step,
+    acommit_terminal,
+    commit_completion,
+    commit_step,
+    commit_terminal,
+    lock_run,
 )
 from helix_django.store.tools import (
     FINAL_TOOL_STATUSES,

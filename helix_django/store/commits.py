@@ -1,6 +1,8 @@
-"""Run-start, step and terminal commits: message rows and a checkpoint in one transaction.
+"""Sessions and run starts: a run's first commit, its status updates, a session's deletion.
 
-Every write of a run is fenced on its run id (002, "Superseded runs").
+Every write of a run is fenced on its run id (002, "Superseded runs"); the shared row
+writes are :mod:`helix_django.store.rows`; a run's step and terminal commits are
+:mod:`helix_django.store.run_ends`.
 """
 
 from __future__ import annotations
@@ -10,23 +12,19 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from helix_django.conf import helix_settings
 from helix_django.errors import (
     AlreadyRunningError,
-    HelixError,
-    RunNotFoundError,
     RunStartConflictError,
-    RunSupersededError,
     SessionFullError,
     SessionNotFoundError,
 )
 from helix_django.ids import new_id
 from helix_django.limits import check_message_size
 from helix_django.models import (
-    LIVE_STATUSES,
     ChatSession,
     Checkpoint,
     CheckpointKind,
@@ -37,11 +35,8 @@ from helix_django.models import (
 from helix_django.orm import retrying, sync_to_async
 from helix_django.store import reads
 from helix_django.store.inserts import insert
+from helix_django.store.rows import insert_checkpoint, lock_fence, lock_session, write_message
 
-#: Statuses a terminal commit may write.
-TERMINAL_COMMIT_STATUSES = frozenset(
-    {RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED}
-)
 _UNSET: Any = object()
 
 
@@ -117,93 +112,8 @@ class RunStartResult:
     """With ``read_context``: the UIMessages at positions before the response message, oldest first."""
 
 
-def _lock_session(session_id: str) -> ChatSession:
-    session = reads.read_session(session_id, lock=True)
-    if session is None:
-        raise SessionNotFoundError()
-    return session
-
-
 def _is_owner(session: ChatSession, new: NewSession) -> bool:
     return (session.owner_id, session.anonymous_key) == (new.owner_id, new.anonymous_key)
-
-
-def _lock_fence(run_id: str) -> str:
-    """Lock the run's session and check that the run may still write; return the session id.
-
-    The fence of every write of a run (002, "Superseded runs"): the session row is locked
-    through the run (``FOR UPDATE`` where the database has it; on SQLite the IMMEDIATE
-    transaction already holds the write lock), then the run's status is read under that
-    lock. Two bare statements: the ORM's query building cost more than both
-    (docs/performance.md). Call inside a transaction. Raises RunNotFoundError when the run
-    or its session is gone, RunSupersededError when the run is no longer its session's
-    current run or no longer live.
-    """
-    connection = connections[reads.write_alias()]
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    session_table, run_table = ChatSession._meta.db_table, Run._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id, current_run_id FROM {session_table} "  # noqa: S608
-            f"WHERE id = (SELECT session_id FROM {run_table} WHERE id = %s){lock}",
-            [run_id],
-        )
-        session_row = cursor.fetchone()
-        cursor.execute(f"SELECT status FROM {run_table} WHERE id = %s", [run_id])  # noqa: S608
-        run_row = cursor.fetchone()
-    if session_row is None or run_row is None:
-        raise RunNotFoundError()
-    if session_row[1] != run_id or run_row[0] not in LIVE_STATUSES:
-        raise RunSupersededError()
-    return session_row[0]
-
-
-def _fenced_run(run_id: str) -> tuple[ChatSession, Run]:
-    """Lock the run's session (:func:`_lock_fence`) and return (session, run) read under that lock."""
-    session_id = _lock_fence(run_id)
-    session, run = reads.read_session(session_id, lock=True), reads.read_run(run_id)
-    assert session is not None and run is not None  # locked by the fence: neither can be gone
-    return session, run
-
-
-def _write_message(
-    session: ChatSession,
-    position: int,
-    ui_message: dict[str, Any],
-    *,
-    run: Run | None,
-    checkpoint_id: int,
-    is_new: bool = False,
-) -> Message:
-    """Insert or replace the active row at ``position`` (``is_new``: the caller knows none is there)."""
-    fields = {
-        "ui_id": ui_message["id"],
-        "role": ui_message["role"],
-        "parts": ui_message.get("parts", []),
-        "metadata": ui_message.get("metadata") or {},
-        "run": run,
-        "checkpoint_id": checkpoint_id,
-    }
-    updated = 0 if is_new else Message.objects.filter(session=session, position=position).update(**fields)
-    if updated:
-        return Message(session=session, position=position, **fields)
-    message = Message(session=session, position=position, **fields)
-    insert(message)
-    return message
-
-
-def _checkpoint(session: ChatSession, run: Run | None, kind: str, message_count: int, sequence: int, step_count: int):
-    checkpoint = Checkpoint(
-        session=session,
-        run=run,
-        kind=kind,
-        message_count=message_count,
-        stream_sequence=sequence,
-        step_count=step_count,
-        state=session.state,
-    )
-    insert(checkpoint)
-    return checkpoint
 
 
 def get_or_create_session(
@@ -264,7 +174,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             assert request.new_session is not None  # create is True only for a request naming a new session
             session = ChatSession(pk=request.session_id, **dataclasses.asdict(request.new_session))
         else:
-            session = _lock_session(request.session_id)
+            session = lock_session(request.session_id)
             if request.new_session is not None and not _is_owner(session, request.new_session):
                 raise SessionNotFoundError()  # created first by a concurrent send of another owner
         if request.expected_current_run_id is not _UNSET and session.current_run_id != request.expected_current_run_id:
@@ -282,7 +192,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             )
             count = request.truncate_to
             session.message_count = count
-            truncate_cp = _checkpoint(session, None, CheckpointKind.TRUNCATE, count, request.stream_sequence, 0)
+            truncate_cp = insert_checkpoint(session, None, CheckpointKind.TRUNCATE, count, request.stream_sequence, 0)
         inputs = list(request.input_messages)
         known = reads.active_positions(session.pk, [m["id"] for m in inputs if m.get("id")]) if count else {}
         positions, first_new = [], count
@@ -324,10 +234,10 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         if create:  # one INSERT with its final fields (foreign keys are checked at commit)
             insert(session)
         insert(run)
-        cp = _checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
+        cp = insert_checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
         for position, message in zip(positions, inputs, strict=True):
             # Positions from ``first_new`` on hold no active row (the session counts [0, n)).
-            _write_message(session, position, message, run=run, checkpoint_id=cp.id, is_new=position >= first_new)
+            write_message(session, position, message, run=run, checkpoint_id=cp.id, is_new=position >= first_new)
         if not create:
             session.save(update_fields=["current_run", "message_count", "updated_at"])
         result = RunStartResult(
@@ -345,168 +255,6 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
     return result
 
 
-def commit_step(
-    run_id: str,
-    *,
-    response_message: dict[str, Any],
-    stream_sequence: int,
-    step_count: int,
-    state: dict[str, Any] | None = None,
-) -> Checkpoint:
-    """Commit a finished step: the response message so far, the state, a ``step`` checkpoint.
-
-    ``response_message`` is a UIMessage ``{id, role, parts, metadata}``. Raises
-    RunSupersededError when the run no longer holds its session (nothing is written).
-    """
-    with transaction.atomic(using=reads.write_alias()):
-        session, run = _fenced_run(run_id)
-        if state is not None:
-            session.state = state
-        count = run.start_message_count + 1
-        cp = _checkpoint(session, run, CheckpointKind.STEP, count, stream_sequence, step_count)
-        _write_message(session, run.start_message_count, response_message, run=run, checkpoint_id=cp.id)
-        session.message_count = count
-        session.save(update_fields=["state", "message_count", "updated_at"])
-        Run.objects.filter(pk=run_id).update(step_count=step_count, last_event_at=timezone.now())
-    return cp
-
-
-def helix_metadata(run_id: str, status: str, *, cancelled_by: str = "") -> dict[str, Any]:
-    """Return a response message's ``helix`` metadata: ``{runId, status, partial, cancelledBy?}``.
-
-    ``partial`` is true for every status but ``completed`` (000, "Store partial output
-    explicitly"); ``cancelledBy`` (``user`` | ``staff`` | ``system``) only for a cancelled
-    run whose canceller is known (issue 17: the chat says who stopped it).
-    """
-    metadata: dict[str, Any] = {"runId": run_id, "status": status, "partial": status != RunStatus.COMPLETED}
-    if status == RunStatus.CANCELLED and cancelled_by:
-        metadata["cancelledBy"] = cancelled_by
-    return metadata
-
-
-def commit_terminal(
-    run_id: str,
-    status: str,
-    *,
-    response_message: dict[str, Any] | None,
-    stream_sequence: int,
-    step_count: int | None = None,
-    error: HelixError | None = None,
-    stage: str = "",
-    state: dict[str, Any] | None = None,
-    allow_terminal_from: frozenset[str] = frozenset(),
-) -> Checkpoint:
-    """End the run with ``status`` (completed / failed / cancelled / interrupted) and a ``terminal`` checkpoint.
-
-    The response message, when it has parts, is written with metadata
-    ``helix = {runId, status, partial}``; for any status but completed it is marked
-    partial and never shown as a finished answer (000, "Store partial output
-    explicitly"). ``error`` is kept scrubbed (code, category, retryable, fixed message).
-    ``allow_terminal_from`` lets recovery end a run already in one of those statuses.
-    Returns the terminal checkpoint; its ``run`` is the Run as committed (no re-read
-    needed). Raises RunSupersededError when the run no longer holds its session.
-    """
-    if status not in TERMINAL_COMMIT_STATUSES:
-        raise ValueError(f"not a terminal status: {status}")
-    now = timezone.now()
-    run: Run | None
-    with transaction.atomic(using=reads.write_alias()):
-        try:
-            session, run = _fenced_run(run_id)
-        except RunSupersededError:
-            run = reads.read_run(run_id)  # under the session lock, on the alias the transaction writes to
-            if run is None or run.status not in allow_terminal_from:
-                raise
-            session = _lock_session(run.session_id)
-            if session.current_run_id != run_id:
-                raise
-        if state is not None:
-            session.state = state
-        count = run.start_message_count
-        parts = (response_message or {}).get("parts") or []
-        partial_chars = sum(len(p.get("text", "")) for p in parts if p.get("type") in ("text", "reasoning"))
-        if parts or Message.objects.using(reads.write_alias()).filter(session=session, position=count).exists():
-            # Without output, a continuation's row (the message it continued) stays counted:
-            # the active rows are exactly [0, message_count) (start_run inserts after them).
-            count += 1
-        cp = _checkpoint(session, run, CheckpointKind.TERMINAL, count, stream_sequence, step_count or run.step_count)
-        if parts:
-            assert response_message is not None
-            metadata = dict(response_message.get("metadata") or {})
-            metadata["helix"] = helix_metadata(run.id, status, cancelled_by=run.cancelled_by)
-            _write_message(
-                session,
-                run.start_message_count,
-                {**response_message, "metadata": metadata},
-                run=run,
-                checkpoint_id=cp.id,
-            )
-        session.message_count = count
-        session.save(update_fields=["state", "message_count", "updated_at"])
-        fields: dict[str, Any] = {
-            "status": status,
-            "finished_at": now,
-            "last_event_at": now,
-            "lease_owner": "",
-            "lease_expires_at": None,
-            "partial_chars": partial_chars if status != RunStatus.COMPLETED else 0,
-        }
-        if step_count is not None:
-            fields["step_count"] = step_count
-        if stage:
-            fields["interrupted_stage"] = stage
-        if error is not None:
-            detail = error.to_detail()
-            fields.update(
-                error_code=detail["code"],
-                error_category=detail["category"],
-                error_retryable=detail["retryable"],
-                error_message=detail["message"][:200],
-            )
-        Run.objects.filter(pk=run_id).update(**fields)
-        for name, value in fields.items():  # the checkpoint's ``run`` is the run as committed
-            setattr(run, name, value)
-    return cp
-
-
-def commit_completion(
-    run_id: str,
-    *,
-    response_message: dict[str, Any],
-    stream_sequence: int,
-    step_message: dict[str, Any] | None = None,
-    step_sequence: int = 0,
-    step_count: int = 0,
-) -> tuple[Checkpoint | None, Checkpoint]:
-    """Complete the run, with its last step when ``step_message`` is given, in one transaction.
-
-    The step commit (:func:`commit_step`, at ``step_sequence``) then the terminal commit
-    (:func:`commit_terminal`, ``completed``, at ``stream_sequence``): a run's last step and
-    its end are one thread hop (issue 23). Returns (the step checkpoint or None, the
-    terminal checkpoint). Raises RunSupersededError (nothing is written).
-    """
-    with transaction.atomic(using=reads.write_alias()):
-        step = None
-        if step_message is not None:
-            step = commit_step(
-                run_id, response_message=step_message, stream_sequence=step_sequence, step_count=step_count
-            )
-        terminal = commit_terminal(
-            run_id, RunStatus.COMPLETED, response_message=response_message, stream_sequence=stream_sequence
-        )
-    return step, terminal
-
-
-def lock_run(run_id: str) -> None:
-    """Inside the caller's transaction: lock the run's session and check the run may still write.
-
-    For a transaction that writes the run's stream before its commits (a run's last
-    writes, issue 23): it takes the session row first, the order every run write and run
-    start locks in. Raises RunNotFoundError, RunSupersededError (as every fenced write).
-    """
-    _lock_fence(run_id)
-
-
 def update_run(run_id: str, **fields: Any) -> None:
     """Set fields of a live run (status transitions, provider operation id, continuation).
 
@@ -514,7 +262,7 @@ def update_run(run_id: str, **fields: Any) -> None:
     Always refreshes ``last_event_at``.
     """
     with transaction.atomic(using=reads.write_alias()):
-        _lock_fence(run_id)
+        lock_fence(run_id)
         fields.setdefault("last_event_at", timezone.now())
         Run.objects.filter(pk=run_id).update(**fields)
 
@@ -534,9 +282,6 @@ def delete_session(session_id: str) -> None:
 
 aget_or_create_session = sync_to_async(get_or_create_session)
 astart_run = sync_to_async(start_run)
-# A live run's writes survive a short database outage (helix_django.orm.retrying): each is one
+# A live run's write survives a short database outage (helix_django.orm.retrying): it is one
 # transaction, so a failed attempt committed nothing.
-acommit_step = retrying(commit_step)
-acommit_terminal = retrying(commit_terminal)
-acommit_completion = retrying(commit_completion)
 aupdate_run = retrying(update_run)

@@ -23,7 +23,7 @@ from helix_django.models import (
 )
 from helix_django.orm import sync_to_async
 from helix_django.store import reads
-from helix_django.store.commits import _checkpoint, _lock_session
+from helix_django.store.rows import insert_checkpoint, lock_session
 
 #: Run fields a recovery may set on a run in any status (never its status or fence).
 RECOVERY_FIELDS = frozenset(
@@ -63,7 +63,7 @@ def transition_run(
         run = reads.read_run(run_id)  # on the alias the transaction writes to, like every read below
         if run is None:
             raise RunNotFoundError()
-        session = _lock_session(run.session_id)
+        session = lock_session(run.session_id)
         if session.current_run_id != run_id:
             return False
         expires = now + timedelta(seconds=lease_seconds) if lease_owner else None
@@ -86,7 +86,7 @@ def archive_response(run_id: str, *, stream_sequence: int) -> Checkpoint:
         of_run = reads.read_run(run_id)  # the write alias: a read replica may not have the run's ending yet
         if of_run is None:
             raise RunNotFoundError()
-        session = _lock_session(of_run.session_id)
+        session = lock_session(of_run.session_id)
         run = reads.read_run(run_id)  # its status under the session lock: a recovery may have moved it since
         if run is None:
             raise RunNotFoundError()
@@ -95,7 +95,7 @@ def archive_response(run_id: str, *, stream_sequence: int) -> Checkpoint:
         count = run.start_message_count
         Message.objects.filter(session=session, position__gte=count).update(position=None, archived_at=now)
         session.message_count = count
-        cp = _checkpoint(session, None, CheckpointKind.TRUNCATE, count, stream_sequence, 0)
+        cp = insert_checkpoint(session, None, CheckpointKind.TRUNCATE, count, stream_sequence, 0)
         session.save(update_fields=["message_count", "updated_at"])
     return cp
 

@@ -19,7 +19,7 @@ from helix_django.models import (
 )
 from helix_django.orm import sync_to_async
 from helix_django.store import reads
-from helix_django.store.commits import _lock_fence
+from helix_django.store.rows import lock_fence
 
 # --- tool executions (written through helix_django.runtime.tools) ------------------------
 
@@ -48,7 +48,7 @@ def save_tool_execution(
     if status in FINAL_TOOL_STATUSES:
         values["finished_at"] = now
     with transaction.atomic(using=reads.write_alias()):
-        _lock_fence(run_id)
+        lock_fence(run_id)
         execution, _created = ToolExecution.objects.update_or_create(
             run_id=run_id, tool_call_id=fields["tool_call_id"], defaults=values
         )
@@ -90,7 +90,7 @@ def answer_tool_execution(
     }
     now = timezone.now()
     with transaction.atomic(using=reads.write_alias()):
-        _lock_fence(run_id)
+        lock_fence(run_id)
         execution = ToolExecution.objects.select_for_update().filter(run_id=run_id, tool_call_id=tool_call_id).first()
         if execution is None:
             raise RunNotFoundError(gettext_lazy("Tool call not found"), cause="tool_call_unknown")

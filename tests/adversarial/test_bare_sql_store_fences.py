@@ -1,4 +1,4 @@
-"""Adversarial tests of the bare-SQL store paths (store/commits._lock_fence, store/reads): fences, deadlocks, raw rows.
+"""Adversarial tests of the bare-SQL store paths (store/rows.lock_fence, store/reads): fences, deadlocks, raw rows.
 
 Real threads on a real database: run on PostgreSQL (``HELIX_TEST_DATABASE_URL``) for row
 locks under READ COMMITTED; on SQLite the IMMEDIATE transactions serialize and every
