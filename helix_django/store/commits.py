@@ -35,7 +35,7 @@ from helix_django.models import (
 from helix_django.orm import retrying, sync_to_async
 from helix_django.store import reads
 from helix_django.store.inserts import insert
-from helix_django.store.rows import insert_checkpoint, lock_fence, lock_session, write_message
+from helix_django.store.rows import insert_checkpoint, lock_fence, lock_session, save_session, write_message
 
 _UNSET: Any = object()
 
@@ -239,7 +239,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             # Positions from ``first_new`` on hold no active row (the session counts [0, n)).
             write_message(session, position, message, run=run, checkpoint_id=cp.id, is_new=position >= first_new)
         if not create:
-            session.save(update_fields=["current_run", "message_count", "updated_at"])
+            save_session(session, "current_run", "message_count")
         result = RunStartResult(
             run=run,
             checkpoint=cp,

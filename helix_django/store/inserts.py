@@ -1,4 +1,4 @@
-"""One-row INSERTs of helix's models with the statement built once per model and database.
+"""One-row INSERTs and UPDATEs of helix's models with the statement built once per model and database.
 
 ``Model.save(force_insert=True)`` builds its INSERT (the compiler's ``as_sql``) on every
 call; on a send's path that cost more than the statement (a new session's run-start
@@ -6,7 +6,8 @@ commit inserts four rows; docs/performance.md). :func:`insert` builds it once pe
 (model, alias) with Django's own compiler, then does for each new row what ``save()``
 does: related fields checked, each field's ``pre_save`` (``auto_now_add``, ``auto_now``)
 and ``get_db_prep_save`` (JSON, datetimes), the auto primary key read back, the
-``pre_save``/``post_save`` signals sent when something listens.
+``pre_save``/``post_save`` signals sent when something listens. :func:`update` does the
+same for ``QuerySet.filter(...).update(...)`` (equality filters only).
 """
 
 from __future__ import annotations
@@ -84,3 +85,55 @@ def insert(instance: Model) -> None:
     instance._state.db = using
     if post_save.has_listeners(model):
         post_save.send(sender=model, instance=instance, created=True, update_fields=None, raw=False, using=using)
+
+
+_updates: dict[
+    tuple[type[Model], str, tuple[str, ...], tuple[str, ...]], tuple[str, tuple[Field, ...], tuple[Field, ...]]
+] = {}
+
+
+def _update_statement(
+    model: type[Model], using: str, names: tuple[str, ...], keys: tuple[str, ...]
+) -> tuple[str, tuple[Field, ...], tuple[Field, ...]]:
+    meta, quote = model._meta, connections[using].ops.quote_name
+    fields = tuple(meta.get_field(name) for name in names)
+    where = tuple(meta.get_field(name) for name in keys)
+    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
+    conditions = " AND ".join(f"{quote(field.column)} = %s" for field in where)
+    return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {conditions}", fields, where  # noqa: S608
+
+
+def _db_value(field: Field, value: Any) -> Any:
+    if isinstance(value, Model):  # a related row: its key, as QuerySet.update() takes it
+        value = getattr(value, field.target_field.attname)  # type: ignore[attr-defined]
+    return value
+
+
+def update(model: type[Model], where: dict[str, Any], values: dict[str, Any]) -> int:
+    """UPDATE the rows of ``model`` matching ``where`` with ``values``: ``filter(**where).update(**values)``.
+
+    ``where`` and ``values`` map concrete field names or attnames (a foreign key takes a
+    row or its key) to plain values: equality only, no lookups or expressions (use the ORM for those).
+    The statement is built once per model, alias and field names; values go through each
+    field's ``get_db_prep_save`` (JSON, datetimes) as the ORM's update does. Like
+    ``QuerySet.update()``, no signal is sent and ``auto_now`` is not applied. Returns the
+    number of rows matched. Raises what the database raises.
+    """
+    using = router.db_for_write(model)
+    key = (model, using, tuple(values), tuple(where))
+    statement = _updates.get(key)
+    if statement is None:
+        statement = _updates[key] = _update_statement(model, using, key[2], key[3])
+    sql, fields, keys = statement
+    connection = connections[using]
+    params = [
+        field.get_db_prep_save(_db_value(field, value), connection=connection)
+        for field, value in zip(fields, values.values(), strict=True)
+    ]
+    params += [
+        field.get_db_prep_value(_db_value(field, value), connection=connection)
+        for field, value in zip(keys, where.values(), strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.rowcount

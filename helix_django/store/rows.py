@@ -11,11 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connections
+from django.db.models.signals import post_save, pre_save
+from django.utils import timezone
 
 from helix_django.errors import RunNotFoundError, RunSupersededError, SessionNotFoundError
 from helix_django.models import LIVE_STATUSES, ChatSession, Checkpoint, Message, Run
 from helix_django.store import reads
-from helix_django.store.inserts import insert
+from helix_django.store.inserts import insert, update
 
 
 def lock_session(session_id: str) -> ChatSession:
@@ -93,7 +95,7 @@ def write_message(
         "run": run,
         "checkpoint_id": checkpoint_id,
     }
-    updated = 0 if is_new else Message.objects.filter(session=session, position=position).update(**fields)
+    updated = 0 if is_new else update(Message, {"session": session, "position": position}, fields)
     if updated:
         return Message(session=session, position=position, **fields)
     message = Message(session=session, position=position, **fields)
@@ -116,3 +118,16 @@ def insert_checkpoint(
     )
     insert(checkpoint)
     return checkpoint
+
+
+def save_session(session: ChatSession, *names: str) -> None:
+    """Write the fields ``names`` of ``session`` and its ``updated_at``, as ``save(update_fields=...)`` would.
+
+    A bare UPDATE (:func:`helix_django.store.inserts.update`) unless something listens to
+    the session's ``pre_save``/``post_save`` signals: then ``save()`` itself, which sends them.
+    """
+    if pre_save.has_listeners(ChatSession) or post_save.has_listeners(ChatSession):
+        session.save(update_fields=[*names, "updated_at"])
+        return
+    session.updated_at = timezone.now()
+    update(ChatSession, {"id": session.pk}, {name: getattr(session, name) for name in (*names, "updated_at")})

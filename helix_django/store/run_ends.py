@@ -17,7 +17,15 @@ from helix_django.errors import HelixError, RunSupersededError
 from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Message, Run, RunStatus
 from helix_django.orm import retrying
 from helix_django.store import reads
-from helix_django.store.rows import fenced_run, insert_checkpoint, lock_fence, lock_session, write_message
+from helix_django.store.inserts import update
+from helix_django.store.rows import (
+    fenced_run,
+    insert_checkpoint,
+    lock_fence,
+    lock_session,
+    save_session,
+    write_message,
+)
 
 #: Statuses a terminal commit may write.
 TERMINAL_COMMIT_STATUSES = frozenset(
@@ -132,7 +140,7 @@ def _end(
             session, run.start_message_count, {**response_message, "metadata": metadata}, run=run, checkpoint_id=cp.id
         )
     session.message_count = count
-    session.save(update_fields=["state", "message_count", "updated_at"])
+    save_session(session, "state", "message_count")
     fields: dict[str, Any] = {
         "status": status,
         "finished_at": now,
@@ -153,7 +161,7 @@ def _end(
             error_retryable=detail["retryable"],
             error_message=detail["message"][:200],
         )
-    Run.objects.filter(pk=run.id).update(**fields)
+    update(Run, {"id": run.id}, fields)
     for name, value in fields.items():  # the checkpoint's ``run`` is the run as committed
         setattr(run, name, value)
     return cp
