@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
@@ -50,8 +50,10 @@ def cancel_requested() -> bool:
     return bool(cancelling and cancelling())
 
 
-async def ends_when_cancelled(coro: Coroutine[Any, Any, T], *, interval: float = 0.05, attempts: int = 200) -> T:
-    """Run ``coro`` in a task of its own and return its result; a cancel of the caller always ends it.
+async def ends_when_cancelled(
+    work: Callable[[], Coroutine[Any, Any, T]], *, interval: float = 0.05, attempts: int = 200
+) -> T:
+    """Run ``work()`` in a task of its own and return its result; a cancel of the caller always ends it.
 
     For the long-lived loops around a library's blocking calls (the channel-layer listener,
     the Redis notify subscription, the periodic relaunch scan). redis-py 8 sends every
@@ -63,10 +65,11 @@ async def ends_when_cancelled(coro: Coroutine[Any, Any, T], *, interval: float =
 
     When the caller is cancelled the child is cancelled again every ``interval`` seconds
     until it ends, at most ``attempts`` times, then ``asyncio.CancelledError`` is raised.
-    The child's own exceptions and result pass through unchanged. One task per call: not
-    for a per-delta path.
+    The child's own exceptions and result pass through unchanged. ``work`` is called when
+    this coroutine first runs, so a task that never ran leaves no coroutine that was never
+    awaited. One task per call: not for a per-delta path.
     """
-    task = asyncio.ensure_future(coro)
+    task = asyncio.ensure_future(work())
     try:
         return await asyncio.shield(task)
     except asyncio.CancelledError:

@@ -38,7 +38,7 @@ class RecoveryOnStartup:
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> Any:
         if self.task is None:
-            self.task = asyncio.get_running_loop().create_task(ends_when_cancelled(self._loop()))
+            self.task = asyncio.get_running_loop().create_task(ends_when_cancelled(self._loop))
         if scope.get("type") == "lifespan":
             return await self._lifespan(receive, send)
         return await self.app(scope, receive, send)

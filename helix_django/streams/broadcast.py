@@ -53,7 +53,7 @@ class _LoopListener:
         self.ready = asyncio.Event()
         self.waiting: dict[str, int] = {}
         self.joined: dict[str, float] = {}
-        self.task = loop.create_task(ends_when_cancelled(self._receive()))
+        self.task = loop.create_task(ends_when_cancelled(self._receive))
 
     async def _receive(self) -> None:
         layer = self.broadcaster.layer

@@ -13,6 +13,7 @@ subscribed is re-read rather than missed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -163,7 +164,9 @@ class RedisConnections:
         """Start the running loop's listener if it is not running; return the loop's state."""
         state = self.state()
         if state.listener is None or state.listener.done():
-            state.listener = asyncio.get_running_loop().create_task(ends_when_cancelled(self._listen(state)))
+            state.listener = asyncio.get_running_loop().create_task(
+                ends_when_cancelled(functools.partial(self._listen, state))
+            )
         return state
 
     async def ensure_listener(self) -> None:

@@ -55,7 +55,7 @@ async def ends_within(task: asyncio.Future, seconds: float = 5) -> bool:
 
 async def test_a_cancel_ends_the_work_even_when_the_work_drops_the_first_one():
     work = DropsFirstCancel()
-    task = asyncio.ensure_future(ends_when_cancelled(work.block()))
+    task = asyncio.ensure_future(ends_when_cancelled(work.block))
     await asyncio.sleep(0.05)
     task.cancel()
     assert await ends_within(task), "the dropped cancel kept the work alive"
@@ -70,9 +70,9 @@ async def test_the_result_and_errors_of_the_work_pass_through():
     async def fails() -> None:
         raise LookupError("no such run")
 
-    assert await ends_when_cancelled(answer()) == 42
+    assert await ends_when_cancelled(answer) == 42
     with pytest.raises(LookupError, match="no such run"):
-        await ends_when_cancelled(fails())
+        await ends_when_cancelled(fails)
 
 
 def listener_on(layer) -> _LoopListener:
