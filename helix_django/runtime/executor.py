@@ -140,22 +140,14 @@ class LocalExecutor(SendsMixin, RestartsMixin):
             return await self._tool_result_from_message(session, last, user)
         if last["role"] != "user":
             raise ValidationError(gettext_lazy("The last message must be a user message"), cause="messages")
-        message = rq.clean_user_message(last)
-        digest = rq.send_hash(message)
+        request = rq.send_start_request(session.id, last, request_key=request_key)
+        digest = request.input_hash
         if request_key:
             duplicate = await self._keyed_duplicate(session, request_key, digest)
             if duplicate is not None:
                 return duplicate
-        truncate_to = await rq.auser_position(session.id, message_id) if message_id else None
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="send",
-            input_messages=[message],
-            request_key=request_key or None,
-            input_hash=digest,
-            turn_message_id=message["id"],
-            truncate_to=truncate_to,
-        )
+        if message_id:  # an edited message: the conversation rewinds to its row first
+            request.truncate_to = await rq.auser_position(session.id, message_id)
         try:
             return await self._start_send(session, request, user, messages)
         except (AlreadyRunningError, RunStartConflictError, IntegrityError):

@@ -19,20 +19,14 @@ import dataclasses
 import logging
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError
+from django.db import IntegrityError
 
 from helix_django import store
-from helix_django.errors import (
-    AlreadyRunningError,
-    FrameworkInternalError,
-    HelixError,
-    HistoryIncompleteError,
-    RunStartConflictError,
-    StreamFenceError,
-)
+from helix_django.errors import AlreadyRunningError, RunStartConflictError, StreamFenceError
 from helix_django.models import ChatSession
 from helix_django.runtime import guards
 from helix_django.runtime import requests as rq
+from helix_django.runtime.entries import typed_errors
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
@@ -80,23 +74,14 @@ class SendsMixin:
         RequestAlreadyCompletedError, MessageTooLargeError, SessionFullError,
         SessionNotFoundError; ``state_history_incomplete`` for a database failure).
         """
-        try:
+        with typed_errors("execute", logger):
             return self._start_send_in_thread(session, messages, request_key, stream_sequence)
-        except HelixError:
-            raise
-        except DatabaseError as exc:
-            logger.warning("executor execute: database failure %s", type(exc).__name__)
-            raise HistoryIncompleteError(cause="store_error") from exc
-        except Exception as exc:
-            logger.error("executor execute failed: %s", type(exc).__name__)
-            raise FrameworkInternalError() from exc
 
     def _start_send_in_thread(
         self, session: ChatSession, messages: list[dict[str, Any]], request_key: str | None, head: int | None
     ) -> StartedSend | None:
-        message = rq.clean_user_message(rq.validate_messages(messages)[-1])
-        digest = rq.send_hash(message)
-        is_new = session._state.adding
+        request = rq.send_start_request(session.id, rq.validate_messages(messages)[-1], request_key=request_key)
+        digest, is_new = request.input_hash, session._state.adding
         if not is_new and request_key and rq.lookup_request_key(session.id, request_key, digest) is not None:
             return None  # a repeat attaches to its key's run: execute() answers it
         if not is_new and head is None:
@@ -105,14 +90,6 @@ class SendsMixin:
                 return None
             info = manager.get_info_in_thread(session.stream_id)
             head = info.head_sequence if info else 0
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="send",
-            input_messages=[message],
-            request_key=request_key or None,
-            input_hash=digest,
-            turn_message_id=message["id"],
-        )
         launch = Launch(request)
         self.prepare_start(session, launch, stream_sequence=head)
         assert not guards.is_redo(request)  # a plain send redoes nothing: no side-effect guard to read
