@@ -6,11 +6,12 @@ accepted it, holding a renewable lease on the Run. Its entry points come from mi
 :mod:`.sends` (``execute``), :mod:`.entries` (cancel, tool results, ``wait``) and
 :mod:`.restarts` (regenerate, continue); this module opens a run once its run-start
 request is built (:meth:`LocalExecutor.prepare_start`, :meth:`LocalExecutor.open_started`).
-Every entry point persists before
-inference (000, "Persist the turn before starting inference"): the run-start commit, the
-stream claim with the opening chunks, and only then is a :class:`RunHandle` returned,
-so the stream is readable when the caller gets it. A run never depends on the request
-that started it. Entry points raise typed HelixErrors only.
+
+Every entry point persists before inference (000, "Persist the turn before starting
+inference"): the run-start commit, the stream claim with the opening chunks, and only
+then is a :class:`RunHandle` returned, so the stream is readable when the caller gets
+it. A run never depends on the request that started it. Entry points raise typed
+HelixErrors only.
 
 Run tasks execute on a loop that lasts as long as the process (:mod:`.runner`): the ASGI
 server's, or the executor's own loop thread for other callers, so sync callers (admin
