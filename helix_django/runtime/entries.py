@@ -8,8 +8,10 @@ stream ends (never fails), and nothing resumes it on its own.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import DatabaseError
@@ -44,25 +46,34 @@ CANCEL_WAIT_SECONDS = 15.0
 NO_RESULT_TEXT = "This tool call has no recorded result"
 
 
-def typed(method: Any) -> Any:
-    """Make an entry point raise typed HelixErrors only (STYLE, "Errors"; internals, "Runtime").
+@contextlib.contextmanager
+def typed_errors(name: str, log: logging.Logger = logger) -> Iterator[None]:
+    """Let the block raise typed HelixErrors only (STYLE, "Errors"; internals, "Runtime").
 
-    A database failure becomes a retryable ``state_history_incomplete`` (``store_error``),
-    anything else a ``framework_internal_error``; neither keeps the cause's text.
+    A HelixError passes unchanged; a DatabaseError becomes a retryable
+    HistoryIncompleteError (``state_history_incomplete``, ``cause: store_error``), any other
+    Exception a FrameworkInternalError; neither keeps the cause's text. A BaseException (a
+    cancel) passes unchanged. ``name``: the entry point, in the line logged to ``log``.
     """
+    try:
+        yield
+    except HelixError:
+        raise
+    except DatabaseError as exc:
+        log.warning("executor %s: database failure %s", name, type(exc).__name__)
+        raise HistoryIncompleteError(cause="store_error") from exc
+    except Exception as exc:
+        log.error("executor %s failed: %s", name, type(exc).__name__)
+        raise FrameworkInternalError() from exc
+
+
+def typed(method: Any) -> Any:
+    """Make an async entry point raise typed HelixErrors only (:func:`typed_errors`)."""
 
     @functools.wraps(method)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
+        with typed_errors(method.__name__):
             return await method(*args, **kwargs)
-        except HelixError:
-            raise
-        except DatabaseError as exc:
-            logger.warning("executor %s: database failure %s", method.__name__, type(exc).__name__)
-            raise HistoryIncompleteError(cause="store_error") from exc
-        except Exception as exc:
-            logger.error("executor %s failed: %s", method.__name__, type(exc).__name__)
-            raise FrameworkInternalError() from exc
 
     return wrapper
 

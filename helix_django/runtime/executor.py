@@ -2,11 +2,16 @@
 
 ``get_executor()`` returns the configured executor (``HELIX["EXECUTOR"]``); the embedded
 default :class:`LocalExecutor` runs each run as an asyncio task in the process that
-accepted it, holding a renewable lease on the Run. Every entry point persists before
-inference (000, "Persist the turn before starting inference"): the run-start commit, the
-stream claim with the opening chunks, and only then is a :class:`RunHandle` returned,
-so the stream is readable when the caller gets it. A run never depends on the request
-that started it. Entry points raise typed HelixErrors only.
+accepted it, holding a renewable lease on the Run. Its entry points come from mixins:
+:mod:`.sends` (``execute``), :mod:`.entries` (cancel, tool results, ``wait``) and
+:mod:`.restarts` (regenerate, continue); this module opens a run once its run-start
+request is built (:meth:`LocalExecutor.prepare_start`, :meth:`LocalExecutor.open_started`).
+
+Every entry point persists before inference (000, "Persist the turn before starting
+inference"): the run-start commit, the stream claim with the opening chunks, and only
+then is a :class:`RunHandle` returned, so the stream is readable when the caller gets
+it. A run never depends on the request that started it. Entry points raise typed
+HelixErrors only.
 
 Run tasks execute on a loop that lasts as long as the process (:mod:`.runner`): the ASGI
 server's, or the executor's own loop thread for other callers, so sync callers (admin
@@ -26,9 +31,7 @@ import socket
 import uuid
 from typing import Any
 
-from django.db import DatabaseError, IntegrityError
 from django.utils.module_loading import import_string
-from django.utils.translation import gettext_lazy
 
 from helix_django import store
 from helix_django.conf import helix_settings
@@ -37,20 +40,14 @@ from helix_django.errors import (
     FrameworkInternalError,
     RunNotActionableError,
     RunNotFoundError,
-    RunStartConflictError,
     RunSupersededError,
     StreamFenceError,
-    ValidationError,
 )
-from helix_django.ids import validate_request_key
 from helix_django.models import ChatSession, Run, RunStatus
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime import guards
-from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
-from helix_django.runtime.entries import acurrent_run, typed
-from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.opening import abort_start, claim_in_start, opening_chunks
 from helix_django.runtime.restarts import RestartsMixin
@@ -106,119 +103,6 @@ class LocalExecutor(SendsMixin, RestartsMixin):
         for run_id in list(self._entries):
             self.abandon(run_id)
         self.runner.close()
-
-    # --- sends -----------------------------------------------------------------------------
-
-    @typed
-    async def execute(
-        self,
-        session: ChatSession,
-        messages: list[dict[str, Any]],
-        *,
-        request_key: str | None = None,
-        trigger: str = "submit-message",
-        message_id: str | None = None,
-        user: Any = None,
-    ) -> RunHandle:
-        """Start the run a chat request asks for and return its handle once its stream is readable.
-
-        A trailing user message is a send; a trailing assistant message carries tool
-        results / approval answers; ``trigger="regenerate-message"`` regenerates. An
-        unsaved ``session`` (a chat's first send) is created by the send's run-start
-        commit, so a refused request leaves no session behind. Raises
-        ValidationError, AlreadyRunningError (``state_already_running``),
-        RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
-        """
-        if request_key is not None:
-            validate_request_key(request_key)
-        if trigger == "regenerate-message":
-            return await self.regenerate(session=session, request_key=request_key, user=user)
-        if trigger != "submit-message":
-            raise ValidationError(gettext_lazy("Invalid trigger"), cause="trigger")
-        last = rq.validate_messages(messages)[-1]
-        if last["role"] == "assistant":
-            return await self._tool_result_from_message(session, last, user)
-        if last["role"] != "user":
-            raise ValidationError(gettext_lazy("The last message must be a user message"), cause="messages")
-        message = rq.clean_user_message(last)
-        digest = rq.send_hash(message)
-        if request_key:
-            duplicate = await self._keyed_duplicate(session, request_key, digest)
-            if duplicate is not None:
-                return duplicate
-        truncate_to = await rq.auser_position(session.id, message_id) if message_id else None
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="send",
-            input_messages=[message],
-            request_key=request_key or None,
-            input_hash=digest,
-            turn_message_id=message["id"],
-            truncate_to=truncate_to,
-        )
-        try:
-            return await self._start_send(session, request, user, messages)
-        except (AlreadyRunningError, RunStartConflictError, IntegrityError):
-            duplicate = await self._keyed_duplicate(session, request_key, digest) if request_key else None
-            if duplicate is not None:
-                return duplicate
-            raise AlreadyRunningError() from None
-
-    async def _start_send(
-        self, session: ChatSession, request: store.RunStartRequest, user: Any, messages: list[dict[str, Any]]
-    ) -> RunHandle:
-        """Start a send optimistically; the session's current run is examined only if it is live.
-
-        Most sends find no live run, so they skip reading it (one query and one thread hop
-        less before the first byte). When the run-start commit finds one, a run waiting
-        for client tools is superseded (a compare-and-set on it) and its pending calls are
-        finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
-        that ended since the failed start is left alone; then the start is tried once more.
-        Raises AlreadyRunningError while the live run still executes (or another is live).
-        """
-        try:
-            return await self._launch(session, Launch(request), user=user)
-        except AlreadyRunningError:
-            current = await acurrent_run(session.id)
-            if current is not None and current.is_live:
-                if self.is_local(current.id):
-                    raise
-                if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-                    request.supersede_live, request.expected_current_run_id = True, current.id
-                    return await self._supersede_waiting(session, request, user, current, messages)
-                if not await self._retire_if_dead(current):  # a crashed process's run is not "running"
-                    raise
-        return await self._launch(session, Launch(request), user=user)
-
-    async def _supersede_waiting(
-        self, session: ChatSession, request: store.RunStartRequest, user: Any, waiting: Run, messages: list[Any]
-    ) -> RunHandle:
-        settlement = await asettle_pending_calls(waiting, messages)
-        if settlement is None:
-            return await self._launch(session, Launch(request), user=user)
-        request.input_messages = [settlement.row, *request.input_messages]
-        handle = await self._launch(session, Launch(request, lambda _r: settlement.chunks), user=user)
-        try:
-            await store.asettle_superseded_tool_executions(waiting.id, settlement.outcomes)
-        except DatabaseError as exc:  # the run started: never answer the send as failed (a re-send duplicates it)
-            logger.warning("run %s: its calls' outcomes were not recorded: %s", waiting.id, type(exc).__name__)
-        return handle
-
-    async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
-        found = await rq.alookup_request_key(session.id, request_key, digest)
-        if found is None:
-            return None
-        run, is_live = found
-        if is_live:
-            await self._wait_claimed(run.id)
-        return RunHandle(
-            run.id,
-            session.stream_id,
-            run.response_message_id,
-            run.start_sequence,
-            is_duplicate=True,
-            run_status=run.status,
-        )
 
     # --- starting a run --------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy
 
+from helix_django import store
 from helix_django.errors import RequestAlreadyCompletedError, RequestKeyConflictError, ValidationError
 from helix_django.ids import validate_message_id
 from helix_django.models import ChatSession, Message, Run, RunStatus, ToolExecution, ToolExecutionStatus
@@ -65,6 +66,27 @@ def input_hash(kind: str, payload: Any) -> str:
 def send_hash(message: dict[str, Any]) -> str:
     """Return the input hash of a send: the new user message's role and parts (not its id)."""
     return input_hash("send", {"role": message.get("role"), "parts": message.get("parts", [])})
+
+
+def send_start_request(session_id: str, message: dict[str, Any], *, request_key: str | None) -> store.RunStartRequest:
+    """Return the run-start request of a send: the user UIMessage ``message`` appended as the turn.
+
+    ``message``: the trailing ``{"id", "role": "user", "parts", "metadata"?}`` of a chat
+    body that passed :func:`validate_messages`. The request (``kind="send"``) carries it
+    cleaned (:func:`clean_user_message`) as its one input and as the turn, with
+    ``input_hash`` its :func:`send_hash` (what ``request_key`` is bound to; an empty key is
+    none). The caller fills in the rest (``truncate_to`` for an edit, agent, lease, claim).
+    No I/O; raises nothing for a validated message.
+    """
+    cleaned = clean_user_message(message)
+    return store.RunStartRequest(
+        session_id=session_id,
+        kind="send",
+        input_messages=[cleaned],
+        request_key=request_key or None,
+        input_hash=send_hash(cleaned),
+        turn_message_id=cleaned["id"],
+    )
 
 
 def _keyed_run(session_id: str, request_key: str, digest: str) -> tuple[Run, bool] | None:

@@ -1,6 +1,12 @@
-"""A plain send started inside its request's one thread hop (issue 23, "one hop and one transaction").
+"""Sends: ``execute()``, the chat route's entry point, and a plain send started in its request's thread hop.
 
-A chat route's request makes one trip to the ORM's thread anyway (the host's middleware,
+:meth:`SendsMixin.execute` starts the run a chat request asks for: a send (a trailing user
+message, maybe an edit), a tool result or approval answer (a trailing assistant message),
+or a regenerate. A send starts optimistically; the session's current run is examined only
+when the run-start commit finds it live (:meth:`SendsMixin._start_send`).
+
+A plain send in one thread hop (issue 23, "one hop and one transaction"): a chat route's
+request makes one trip to the ORM's thread anyway (the host's middleware,
 authentication, the session read). A plain send (a new user message, ``submit-message``,
 no edit) also does its run-start commit in that trip, with the stream claim and the
 opening chunks in the same transaction where the stream manager is the database's
@@ -20,19 +26,16 @@ import logging
 from typing import Any
 
 from django.db import DatabaseError, IntegrityError
+from django.utils.translation import gettext_lazy
 
 from helix_django import store
-from helix_django.errors import (
-    AlreadyRunningError,
-    FrameworkInternalError,
-    HelixError,
-    HistoryIncompleteError,
-    RunStartConflictError,
-    StreamFenceError,
-)
-from helix_django.models import ChatSession
+from helix_django.errors import AlreadyRunningError, RunStartConflictError, StreamFenceError, ValidationError
+from helix_django.ids import validate_request_key
+from helix_django.models import ChatSession, Run, RunStatus
 from helix_django.runtime import guards
 from helix_django.runtime import requests as rq
+from helix_django.runtime.entries import acurrent_run, typed, typed_errors
+from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
@@ -55,12 +58,126 @@ def is_plain_send(messages: list[dict[str, Any]], *, trigger: str, message_id: s
 
 
 class SendsMixin:
-    """Start a plain send in the request's thread hop (module docstring); for LocalExecutor."""
+    """Start sends (module docstring); for :class:`~helix_django.runtime.executor.LocalExecutor`."""
 
+    # Provided by LocalExecutor (opening a run) and by EntriesMixin / RestartsMixin.
     runner: Any
     prepare_start: Any
     open_started: Any
+    _launch: Any
     _launched: Any
+    is_local: Any
+    regenerate: Any
+    _retire_if_dead: Any
+    _tool_result_from_message: Any
+    _wait_claimed: Any
+
+    # --- execute() ---------------------------------------------------------------------------
+
+    @typed
+    async def execute(
+        self,
+        session: ChatSession,
+        messages: list[dict[str, Any]],
+        *,
+        request_key: str | None = None,
+        trigger: str = "submit-message",
+        message_id: str | None = None,
+        user: Any = None,
+    ) -> RunHandle:
+        """Start the run a chat request asks for and return its handle once its stream is readable.
+
+        A trailing user message is a send; a trailing assistant message carries tool
+        results / approval answers; ``trigger="regenerate-message"`` regenerates. An
+        unsaved ``session`` (a chat's first send) is created by the send's run-start
+        commit, so a refused request leaves no session behind. Raises
+        ValidationError, AlreadyRunningError (``state_already_running``),
+        RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
+        """
+        if request_key is not None:
+            validate_request_key(request_key)
+        if trigger == "regenerate-message":
+            return await self.regenerate(session=session, request_key=request_key, user=user)
+        if trigger != "submit-message":
+            raise ValidationError(gettext_lazy("Invalid trigger"), cause="trigger")
+        last = rq.validate_messages(messages)[-1]
+        if last["role"] == "assistant":
+            return await self._tool_result_from_message(session, last, user)
+        if last["role"] != "user":
+            raise ValidationError(gettext_lazy("The last message must be a user message"), cause="messages")
+        request = rq.send_start_request(session.id, last, request_key=request_key)
+        digest = request.input_hash
+        if request_key:
+            duplicate = await self._keyed_duplicate(session, request_key, digest)
+            if duplicate is not None:
+                return duplicate
+        if message_id:  # an edited message: the conversation rewinds to its row first
+            request.truncate_to = await rq.auser_position(session.id, message_id)
+        try:
+            return await self._start_send(session, request, user, messages)
+        except (AlreadyRunningError, RunStartConflictError, IntegrityError):
+            duplicate = await self._keyed_duplicate(session, request_key, digest) if request_key else None
+            if duplicate is not None:
+                return duplicate
+            raise AlreadyRunningError() from None
+
+    async def _start_send(
+        self, session: ChatSession, request: store.RunStartRequest, user: Any, messages: list[dict[str, Any]]
+    ) -> RunHandle:
+        """Start a send optimistically; the session's current run is examined only if it is live.
+
+        Most sends find no live run, so they skip reading it (one query and one thread hop
+        less before the first byte). When the run-start commit finds one, a run waiting
+        for client tools is superseded (a compare-and-set on it) and its pending calls are
+        finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
+        that ended since the failed start is left alone; then the start is tried once more.
+        Raises AlreadyRunningError while the live run still executes (or another is live).
+        """
+        try:
+            return await self._launch(session, Launch(request), user=user)
+        except AlreadyRunningError:
+            current = await acurrent_run(session.id)
+            if current is not None and current.is_live:
+                if self.is_local(current.id):
+                    raise
+                if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+                    request.supersede_live, request.expected_current_run_id = True, current.id
+                    return await self._supersede_waiting(session, request, user, current, messages)
+                if not await self._retire_if_dead(current):  # a crashed process's run is not "running"
+                    raise
+        return await self._launch(session, Launch(request), user=user)
+
+    async def _supersede_waiting(
+        self, session: ChatSession, request: store.RunStartRequest, user: Any, waiting: Run, messages: list[Any]
+    ) -> RunHandle:
+        settlement = await asettle_pending_calls(waiting, messages)
+        if settlement is None:
+            return await self._launch(session, Launch(request), user=user)
+        request.input_messages = [settlement.row, *request.input_messages]
+        handle = await self._launch(session, Launch(request, lambda _r: settlement.chunks), user=user)
+        try:
+            await store.asettle_superseded_tool_executions(waiting.id, settlement.outcomes)
+        except DatabaseError as exc:  # the run started: never answer the send as failed (a re-send duplicates it)
+            logger.warning("run %s: its calls' outcomes were not recorded: %s", waiting.id, type(exc).__name__)
+        return handle
+
+    async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
+        found = await rq.alookup_request_key(session.id, request_key, digest)
+        if found is None:
+            return None
+        run, is_live = found
+        if is_live:
+            await self._wait_claimed(run.id)
+        return RunHandle(
+            run.id,
+            session.stream_id,
+            run.response_message_id,
+            run.start_sequence,
+            is_duplicate=True,
+            run_status=run.status,
+        )
+
+    # --- a plain send in the request's thread hop ---------------------------------------------
 
     def start_send_in_thread(
         self,
@@ -80,23 +197,14 @@ class SendsMixin:
         RequestAlreadyCompletedError, MessageTooLargeError, SessionFullError,
         SessionNotFoundError; ``state_history_incomplete`` for a database failure).
         """
-        try:
+        with typed_errors("execute", logger):
             return self._start_send_in_thread(session, messages, request_key, stream_sequence)
-        except HelixError:
-            raise
-        except DatabaseError as exc:
-            logger.warning("executor execute: database failure %s", type(exc).__name__)
-            raise HistoryIncompleteError(cause="store_error") from exc
-        except Exception as exc:
-            logger.error("executor execute failed: %s", type(exc).__name__)
-            raise FrameworkInternalError() from exc
 
     def _start_send_in_thread(
         self, session: ChatSession, messages: list[dict[str, Any]], request_key: str | None, head: int | None
     ) -> StartedSend | None:
-        message = rq.clean_user_message(rq.validate_messages(messages)[-1])
-        digest = rq.send_hash(message)
-        is_new = session._state.adding
+        request = rq.send_start_request(session.id, rq.validate_messages(messages)[-1], request_key=request_key)
+        digest, is_new = request.input_hash, session._state.adding
         if not is_new and request_key and rq.lookup_request_key(session.id, request_key, digest) is not None:
             return None  # a repeat attaches to its key's run: execute() answers it
         if not is_new and head is None:
@@ -105,14 +213,6 @@ class SendsMixin:
                 return None
             info = manager.get_info_in_thread(session.stream_id)
             head = info.head_sequence if info else 0
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="send",
-            input_messages=[message],
-            request_key=request_key or None,
-            input_hash=digest,
-            turn_message_id=message["id"],
-        )
         launch = Launch(request)
         self.prepare_start(session, launch, stream_sequence=head)
         assert not guards.is_redo(request)  # a plain send redoes nothing: no side-effect guard to read
