@@ -183,7 +183,8 @@ def test_a_tasks_executor_without_cross_process_wake_ups_is_reported(caplog, lay
 
 
 async def test_a_send_through_the_chat_route_commits_claims_and_hands_off_in_one_hop_of_its_own(tasks_helix):
-    from tests.transport.test_thread_hops_per_send_and_delta import HopCounter, _token, chat_scope
+    from tests.transport.conftest import chat_scope
+    from tests.transport.test_thread_hops_per_send_and_delta import HopCounter, _token
 
     tasks_helix()
     executor = get_executor()

@@ -12,6 +12,7 @@ import pytest
 from httpx_sse import EventSource
 
 from tests.live import daphne_server, daphne_server_factory  # noqa: F401
+from tests.streams.conftest import BACKENDS, redis_options
 
 PREFIX = "/helix/api"
 REPLY = " ".join(f"word{i}" for i in range(60)) + "."
@@ -139,6 +140,42 @@ def user_message(text: str, message_id: str | None = None) -> dict[str, Any]:
 def send_body(session_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     """The body DefaultChatTransport sends."""
     return {"id": session_id, "messages": messages, "trigger": "submit-message"}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+def backend(request):
+    """``(name, STREAM_MANAGERS entry)`` of each stream manager backend (the store is the test database)."""
+    from helix_django.streams import reset_stream_managers
+
+    manager = dict(BACKENDS[request.param])
+    if request.param == "redis":
+        manager["OPTIONS"] = redis_options()
+    reset_stream_managers()
+    yield request.param, manager
+    reset_stream_managers()
+
+
+def chat_scope(key: str, sid: str, messages: list[dict], request_key: str = "") -> tuple[dict, bytes]:
+    """The ASGI scope and body of a DRF-token-authenticated chat POST of ``messages`` to session ``sid``."""
+    path = f"{PREFIX}/sessions/{sid}/chat"
+    scope = {
+        "type": "http",
+        "http_version": "1.1",
+        "method": "POST",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [
+            (b"host", b"testserver"),
+            (b"authorization", f"Token {key}".encode()),
+            (b"content-type", b"application/json"),
+            *([(b"x-helix-request-key", request_key.encode())] if request_key else []),
+        ],
+        "client": ("127.0.0.1", 5000),
+        "server": ("testserver", 80),
+        "scheme": "http",
+    }
+    return scope, json.dumps(send_body(sid, messages)).encode()
 
 
 def chat_url(server, session_id: str) -> str:

@@ -21,7 +21,6 @@ asyncio's tasks schedule their steps through ``call_soon``.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 
 import pytest
@@ -32,9 +31,7 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from helix_django.models import Run
-from helix_django.streams import reset_stream_managers
-from tests.streams.conftest import BACKENDS, redis_options
-from tests.transport.conftest import agent_settings, new_session_id, send_body, user_message
+from tests.transport.conftest import agent_settings, chat_scope, new_session_id, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WORDS = 30
@@ -82,17 +79,6 @@ class LoopCounter:
         return sum(count for name, count in self.steps.items() if name.startswith("helix-run"))
 
 
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request):
-    """``(name, STREAM_MANAGERS entry)`` of each backend (the store is the test database)."""
-    manager = dict(BACKENDS[request.param])
-    if request.param == "redis":
-        manager["OPTIONS"] = redis_options()
-    reset_stream_managers()
-    yield request.param, manager
-    reset_stream_managers()
-
-
 async def _token() -> str:
     def create():
         user = get_user_model().objects.create_user(username="steps", password="pw-not-secret")
@@ -107,24 +93,7 @@ async def _stream_answer(manager: dict) -> tuple[LoopCounter, int]:
 
     key = await _token()
     sid = new_session_id()
-    body = json.dumps(send_body(sid, [user_message("hi")])).encode()
-    path = f"/helix/api/sessions/{sid}/chat"
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": [
-            (b"host", b"testserver"),
-            (b"authorization", f"Token {key}".encode()),
-            (b"content-type", b"application/json"),
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("testserver", 80),
-        "scheme": "http",
-    }
+    scope, body = chat_scope(key, sid, [user_message("hi")])
     reply = " ".join(f"w{i}" for i in range(WORDS))
     frames: list[bytes] = []
     with override_settings(

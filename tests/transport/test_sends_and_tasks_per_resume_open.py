@@ -91,17 +91,23 @@ def _resume_scope(route: str, sid: str, key: str) -> tuple[dict, bool]:
     return _scope("GET", f"/helix/api/sessions/{sid}/stream", key, [(b"last-event-id", b"1")]), False
 
 
-@pytest.mark.parametrize("route", ["chat GET", "chat POST", "AI SDK GET", "raw stream"])
-async def test_a_resume_open_sends_its_headers_then_one_body_with_every_replayed_frame(route):
+async def _resume_open_of_a_live_run(route: str) -> tuple[list[dict], list[str]]:
+    """Open a resume by ``route`` of a run that hangs after its first chunks; return its messages and tasks."""
     from tests.asgi import application
 
     key = await _token()
     with override_settings(HELIX=agent_settings(TEXT="one two three four five six", HANG_AFTER_CHUNKS=3)):
         sid, send, body = await _live_run(application, key)
         scope, with_body = _resume_scope(route, sid, key)
-        messages, _tasks = await _open(application, scope, body if with_body else b"")
+        opened = await _open(application, scope, body if with_body else b"")
         await send.send_input({"type": "http.disconnect"})
         await send.wait(5)
+    return opened
+
+
+@pytest.mark.parametrize("route", ["chat GET", "chat POST", "AI SDK GET", "raw stream"])
+async def test_a_resume_open_sends_its_headers_then_one_body_with_every_replayed_frame(route):
+    messages, _tasks = await _resume_open_of_a_live_run(route)
     assert [m["type"] for m in messages] == ["http.response.start", "http.response.body"]
     opening = messages[1]["body"]
     assert opening.startswith(STREAM_OPEN)
@@ -110,15 +116,7 @@ async def test_a_resume_open_sends_its_headers_then_one_body_with_every_replayed
 
 @pytest.mark.parametrize("route", ["chat GET", "chat POST", "AI SDK GET"])
 async def test_a_chat_resume_open_starts_its_planning_and_one_disconnect_watcher(route):
-    from tests.asgi import application
-
-    key = await _token()
-    with override_settings(HELIX=agent_settings(TEXT="one two three four five six", HANG_AFTER_CHUNKS=3)):
-        sid, send, body = await _live_run(application, key)
-        scope, with_body = _resume_scope(route, sid, key)
-        _messages, tasks = await _open(application, scope, body if with_body else b"")
-        await send.send_input({"type": "http.disconnect"})
-        await send.wait(5)
+    _messages, tasks = await _resume_open_of_a_live_run(route)
     server_task = "ProtocolTypeRouter.__call__"  # the request's own task (the server starts it)
     # A POST that may be a send admits in a shielded task (a run it commits is opened even if the
     # request is cancelled); whether the session holds its message is known only in that hop.

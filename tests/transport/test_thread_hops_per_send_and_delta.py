@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 
 import pytest
 from channels.testing import ApplicationCommunicator
@@ -32,9 +31,7 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 
 from helix_django.models import Run
-from helix_django.streams import reset_stream_managers
-from tests.streams.conftest import BACKENDS, redis_options
-from tests.transport.conftest import agent_settings, new_session_id, send_body, user_message
+from tests.transport.conftest import agent_settings, chat_scope, new_session_id, user_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 READS = {"DatabaseStreamManager._read_sync", "DatabaseStreamManager._info_sync"}
@@ -70,49 +67,12 @@ class HopCounter:
         self.loop.run_in_executor = self._original
 
 
-def _headers(key: str) -> list[tuple[bytes, bytes]]:
-    return [(b"authorization", f"Token {key}".encode()), (b"content-type", b"application/json")]
-
-
 async def _token() -> str:
     def create():
         user = get_user_model().objects.create_user(username="hops", password="pw-not-secret")
         return Token.objects.create(user=user).key
 
     return await asyncio.to_thread(create)
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request):
-    """The stream manager of each backend (the store is the test database)."""
-    manager = dict(BACKENDS[request.param])
-    if request.param == "redis":
-        manager["OPTIONS"] = redis_options()
-    reset_stream_managers()
-    yield request.param, manager
-    reset_stream_managers()
-
-
-def chat_scope(key: str, sid: str, messages: list[dict], request_key: str = "") -> tuple[dict, bytes]:
-    """The ASGI scope and body of a token-authenticated chat POST of ``messages`` to session ``sid``."""
-    path = f"/helix/api/sessions/{sid}/chat"
-    scope = {
-        "type": "http",
-        "http_version": "1.1",
-        "method": "POST",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "headers": [
-            (b"host", b"testserver"),
-            *_headers(key),
-            *([(b"x-helix-request-key", request_key.encode())] if request_key else []),
-        ],
-        "client": ("127.0.0.1", 5000),
-        "server": ("testserver", 80),
-        "scheme": "http",
-    }
-    return scope, json.dumps(send_body(sid, messages)).encode()
 
 
 async def _send(
