@@ -55,19 +55,20 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self._chunk_table = StreamChunk._meta.db_table
         self._stream_table = Stream._meta.db_table
         self._claim_sql = claim_sql(self._stream_table)
+        self.tail = TailCache(
+            max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
+        )
+        """Recent chunks this process appended, served to live readers without a query (:mod:`.tail`)."""
         self.group = GroupCommit(
             self.using,
             chunk_table=self._chunk_table,
             stream_table=self._stream_table,
             encode=encode,
             info_of=info_of,
+            known=self.tail.info,
             inline=bool(options.get("INLINE_WRITES", True)),
         )
         """How appends are committed: on the loop for SQLite where that never waits (:mod:`.group_commit`)."""
-        self.tail = TailCache(
-            max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
-        )
-        """Recent chunks this process appended, served to live readers without a query (:mod:`.tail`)."""
         self.appends = AppendQueue(self)
         """Appends queued for the next group commit, per event loop (:mod:`.append_queue`)."""
         from helix_django.streams.broadcast import attach_broadcast

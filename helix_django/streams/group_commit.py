@@ -29,17 +29,14 @@ Where the statements run (docs/performance.md, "Per-delta cost"):
 
 from __future__ import annotations
 
-import contextlib
-import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from asgiref.sync import AsyncToSync
 from django.db import connections, transaction
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.base import ACTIVE, Chunk, StreamInfo
+from helix_django.streams.inline_sqlite import SQLITE_ENGINE, InlineSqlite, in_transaction
 
 Request = tuple[str, str, Sequence[Chunk]]
 """``(stream_id, run_id, chunks)`` of one append."""
@@ -48,9 +45,6 @@ RAW_PLACEHOLDERS = {"sqlite": "?", "postgresql": "%s"}
 RAW_BEGIN = {"sqlite": "BEGIN IMMEDIATE", "postgresql": "BEGIN"}
 #: The columns of a StreamInfo after ``stream_id``, in the order ``info_of`` reads them.
 INFO_COLUMNS = "status, head_sequence, run_id, claim_epoch, end_status, error"
-SQLITE_ENGINE = "django.db.backends.sqlite3"
-#: Inline commits between two checkpoints of the WAL (about 4 KiB of WAL each).
-CHECKPOINT_EVERY = 500
 
 
 def chunk_rows(
@@ -71,6 +65,10 @@ def chunk_rows(
     return sequences, payloads
 
 
+class StaleInfo(Exception):
+    """A stream row changed since this process last committed it: the batch is run again, reading the rows."""
+
+
 class GroupCommit:
     """The statements of one group commit, and the ways to run them (see the module docstring).
 
@@ -87,9 +85,12 @@ class GroupCommit:
         stream_table: str,
         encode: Callable[[Chunk], str],
         info_of: Callable[[str, Sequence[Any]], StreamInfo],
+        known: Callable[[str], StreamInfo | None] | None = None,
         inline: bool = True,
     ) -> None:
         self.using = using
+        self.known = known
+        """The info of a stream as this process last committed it, if it holds one (the tail cache's)."""
         self.encode = encode
         self.info_of = info_of
         self.stream_table = stream_table
@@ -101,11 +102,26 @@ class GroupCommit:
 
     # --- the statements ---------------------------------------------------------------------
 
-    def statements(self, cursor: Any, placeholder: str, requests: Sequence[Request], lock: bool) -> list[Any]:
-        """Run the group commit's statements on ``cursor`` (inside the caller's transaction)."""
+    def statements(
+        self, cursor: Any, placeholder: str, requests: Sequence[Request], lock: bool, use_known: bool = True
+    ) -> list[Any]:
+        """Run the group commit's statements on ``cursor`` (inside the caller's transaction).
+
+        When every stream of the batch has a committed info this process knows
+        (``known``, the tail cache's) and every request is that claim's run, the
+        stream rows are not read: each head moves by a compare-and-set UPDATE (run,
+        epoch, ``active``, old head) before the chunks are inserted, and raises
+        :class:`StaleInfo` when a row changed since (the caller rolls back and runs the
+        batch again with ``use_known=False``, which reads the rows first, locked).
+        Streams are locked in id order on both paths (PostgreSQL: no deadlock between
+        two processes' commits).
+        """
+        stream_ids = sorted({request[0] for request in requests})
+        known = self._known_infos(stream_ids, requests) if use_known else None
+        infos = known if known is not None else self._select_infos(cursor, placeholder, stream_ids, lock=lock)
+        before = dict(infos)
         results: list[Any] = []
         rows: list[tuple] = []
-        infos = self._select_infos(cursor, placeholder, sorted({request[0] for request in requests}), lock=lock)
         heads: dict[str, int] = {}
         for stream_id, run_id, chunks in requests:
             info = infos.get(stream_id)
@@ -119,14 +135,46 @@ class GroupCommit:
             info = infos[stream_id] = info.with_head(sequences[-1])
             heads[stream_id] = sequences[-1]
             results.append((sequences, info, payloads))
-        if rows:
-            cursor.executemany(self.insert_sql.replace("%s", placeholder), rows)
-            cursor.executemany(
-                f"UPDATE {self.stream_table} SET head_sequence = {placeholder} "  # noqa: S608
-                f"WHERE stream_id = {placeholder}",
-                [(head, stream_id) for stream_id, head in heads.items()],
-            )
+        if not rows:
+            return results
+        moved = [stream_id for stream_id in stream_ids if stream_id in heads]  # in id order: the lock order
+        if known is not None:
+            moves = [
+                (heads[old.stream_id], old.stream_id, old.run_id, old.epoch, ACTIVE, old.head_sequence)
+                for old in (before[stream_id] for stream_id in moved)
+            ]
+            cursor.executemany(self._move_head_sql(placeholder, compare=True), moves)
+            if cursor.rowcount != len(moves):
+                raise StaleInfo()
+        cursor.executemany(self.insert_sql.replace("%s", placeholder), rows)
+        if known is None:
+            cursor.executemany(self._move_head_sql(placeholder, compare=False), [(heads[sid], sid) for sid in moved])
         return results
+
+    def _known_infos(self, stream_ids: list[str], requests: Sequence[Request]) -> dict[str, StreamInfo] | None:
+        """The committed infos of ``stream_ids`` this process holds, or None unless each is known, active and
+        claimed by the run of every request for it."""
+        if self.known is None:
+            return None
+        infos: dict[str, StreamInfo] = {}
+        for stream_id in stream_ids:
+            info = self.known(stream_id)
+            if info is None or info.status != ACTIVE:
+                return None
+            infos[stream_id] = info
+        if any(infos[stream_id].run_id != run_id for stream_id, run_id, _chunks in requests):
+            return None
+        return infos
+
+    def _move_head_sql(self, placeholder: str, *, compare: bool) -> str:
+        """The UPDATE moving a stream's head (``compare``: only from the run, epoch, status and head it had)."""
+        where = f"stream_id = {placeholder}"
+        if compare:
+            where += (
+                f" AND run_id = {placeholder} AND claim_epoch = {placeholder}"
+                f" AND status = {placeholder} AND head_sequence = {placeholder}"
+            )
+        return f"UPDATE {self.stream_table} SET head_sequence = {placeholder} WHERE {where}"  # noqa: S608
 
     def _select_infos(
         self, cursor: Any, placeholder: str, stream_ids: list[str], *, lock: bool
@@ -156,10 +204,19 @@ class GroupCommit:
         """Commit on the calling (event loop) thread, or return None when this cannot be done now."""
         if self.inline is None:
             return None
-        return self.inline.run(self.statements, "?", requests, False)
+        try:
+            return self.inline.run(self.statements, "?", requests, False)
+        except StaleInfo:
+            return self.inline.run(self.statements, "?", requests, False, False)
 
     def run_sync(self, requests: Sequence[Request]) -> list[Any]:
         """Commit on the ORM's thread (the raw DB-API path where possible). Raises Django's DatabaseError."""
+        try:
+            return self._run_sync(requests, True)
+        except StaleInfo:
+            return self._run_sync(requests, False)
+
+    def _run_sync(self, requests: Sequence[Request], use_known: bool) -> list[Any]:
         connection = connections[self.using]
         lock = connection.features.has_select_for_update
         placeholder = RAW_PLACEHOLDERS.get(connection.vendor)
@@ -167,13 +224,13 @@ class GroupCommit:
             placeholder = None
         if placeholder is None or connection.queries_logged:
             with transaction.atomic(using=self.using), connection.cursor() as cursor:
-                return self.statements(cursor, "%s", requests, lock)
+                return self.statements(cursor, "%s", requests, lock, use_known)
         connection.ensure_connection()
         with connection.wrap_database_errors:  # driver errors become Django's; the connection is marked
             cursor = connection.connection.cursor()
             try:
                 begin = RAW_BEGIN[connection.vendor]
-                return _in_transaction(cursor, begin, self.statements, placeholder, requests, lock)
+                return in_transaction(cursor, begin, self.statements, placeholder, requests, lock, use_known)
             finally:
                 cursor.close()
 
@@ -181,125 +238,3 @@ class GroupCommit:
         """Checkpoint the WAL the inline connection leaves alone (PASSIVE: never waits for readers)."""
         with connections[self.using].cursor() as cursor:
             cursor.execute("PRAGMA wal_checkpoint(PASSIVE)")
-
-
-def _in_transaction(cursor: Any, begin: str, statements: Callable[..., list[Any]], *args: Any) -> list[Any]:
-    """Run ``statements(cursor, *args)`` between ``begin`` and COMMIT; roll back when anything fails."""
-    cursor.execute(begin)
-    try:
-        results = statements(cursor, *args)
-        cursor.execute("COMMIT")
-    except BaseException:
-        with contextlib.suppress(Exception):  # a broken connection is closed by the caller's cleanup
-            cursor.execute("ROLLBACK")
-        raise
-    return results
-
-
-class InlineSqlite:
-    """Per thread, a private sqlite3 connection to ``using``'s file that commits without ever waiting.
-
-    Enabled only when the database is SQLite on a file (not in memory), in WAL mode,
-    with ``synchronous`` NORMAL or OFF after the alias's ``init_command``. The connection
-    follows the alias's NAME (the test runner swaps it for the test database's).
-    """
-
-    def __init__(self, using: str) -> None:
-        self.using = using
-        self._local = threading.local()
-        self._opened: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        self.commits = 0
-        """Inline commits so far (the manager checkpoints every CHECKPOINT_EVERY)."""
-
-    @property
-    def checkpoint_due(self) -> bool:
-        """Whether CHECKPOINT_EVERY inline commits happened since the last checkpoint was asked for."""
-        return self.commits % CHECKPOINT_EVERY == 0 and self.commits > 0
-
-    def _connection(self) -> sqlite3.Connection | None:
-        settings = connections.settings[self.using]
-        if settings["ENGINE"] != SQLITE_ENGINE:
-            return None
-        name = str(settings["NAME"])
-        held = getattr(self._local, "held", None)
-        if held is not None and held[0] == name:
-            return held[1]
-        if held is not None and held[1] is not None:
-            self._close(held[1])
-        try:
-            conn = _open(name, settings.get("OPTIONS", {}))
-        except sqlite3.Error:
-            return None  # not settled (the file is not there yet, a lock): tried again next time
-        self._local.held = (name, conn)
-        if conn is not None:
-            with self._lock:
-                self._opened.append(conn)
-        return conn
-
-    def run(self, statements: Callable[..., list[Any]], *args: Any) -> list[Any] | None:
-        """Run ``statements(cursor, *args)`` in one IMMEDIATE transaction; None when locked, disabled or failed.
-
-        None also while a synchronous caller waits on this loop (``async_to_sync``): its
-        thread may hold an open transaction that the append must join, as on the ORM's thread.
-        """
-        if getattr(AsyncToSync.executors, "current", None) is not None:
-            return None
-        conn = self._connection()
-        if conn is None:
-            return None
-        cursor = conn.cursor()
-        try:
-            results = _in_transaction(cursor, "BEGIN IMMEDIATE", statements, *args)
-        except sqlite3.Error:
-            return None  # locked (another writer), or a failure the ORM's path retries and reports
-        finally:
-            cursor.close()
-        self.commits += 1
-        return results
-
-    def _close(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            if conn in self._opened:
-                self._opened.remove(conn)
-        conn.close()
-
-    def close(self) -> None:
-        """Close every inline connection this writer opened (on any thread)."""
-        with self._lock:
-            opened, self._opened = self._opened, []
-        for conn in opened:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
-        self._local = threading.local()
-
-
-def _open(name: str, options: dict[str, Any]) -> sqlite3.Connection | None:
-    """Open the inline connection to ``name``, or return None when commits there could wait or sync.
-
-    The alias's ``init_command`` runs first (its pragmas, as Django's connections have them);
-    then the busy timeout is forced back to zero (an ``init_command`` may set one) and the
-    connection is refused unless the database is in WAL mode, ``synchronous`` is NORMAL or
-    OFF and the locking mode is NORMAL. Raises sqlite3.Error when it cannot be opened now.
-    """
-    if not name or name == ":memory:" or "mode=memory" in name:
-        return None
-    # check_same_thread=False: used by one thread (thread-local), closed by close() from any.
-    conn = sqlite3.connect(name, timeout=0, isolation_level=None, uri=name.startswith("file:"), check_same_thread=False)
-    try:
-        for command in str(options.get("init_command") or "").split(";"):
-            if command.strip():
-                conn.execute(command)
-        conn.execute("PRAGMA busy_timeout=0")
-        journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
-        synchronous = conn.execute("PRAGMA synchronous").fetchone()[0]
-        locking = conn.execute("PRAGMA locking_mode").fetchone()[0]
-        busy = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-        if str(journal).lower() != "wal" or int(synchronous) > 1 or str(locking).lower() != "normal" or busy:
-            conn.close()
-            return None
-        conn.execute("PRAGMA wal_autocheckpoint=0")
-    except BaseException:
-        conn.close()
-        raise
-    return conn

@@ -65,6 +65,17 @@ class TailCache:
             if len(self._entries) > self.max_streams:
                 self._sweep()
 
+    def info(self, stream_id: str) -> StreamInfo | None:
+        """Return the info committed with the last chunks recorded for ``stream_id``, while its entry is fresh.
+
+        What the group commit compares a stream's row with instead of reading it
+        (:mod:`.group_commit`): a stale answer costs a retry, never a wrong write.
+        """
+        entry = self._entries.get(stream_id)  # one dict read: atomic without the lock
+        if entry is None or time.monotonic() - entry.touched > self.ttl_seconds:
+            return None
+        return entry.info
+
     def forget(self, stream_id: str) -> None:
         """Drop the entry of ``stream_id`` (its status changed, or this process lost the claim)."""
         with self._lock:

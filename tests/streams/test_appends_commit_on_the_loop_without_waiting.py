@@ -16,7 +16,7 @@ from django.db import connection
 
 from helix_django.streams import group_commit
 from helix_django.streams.database import DatabaseStreamManager
-from helix_django.streams.group_commit import CHECKPOINT_EVERY, _open
+from helix_django.streams.inline_sqlite import CHECKPOINT_EVERY, _open
 
 pytestmark = pytest.mark.django_db(transaction=True)
 sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="the inline commit is SQLite's")

@@ -1,0 +1,124 @@
+"""A stream's next append compares its row with the info this process committed instead of reading it.
+
+The database manager's group commit (helix_django/streams/group_commit.py) skips the
+SELECT of the stream rows when every stream of a batch has an info this process
+committed (its tail cache): each head moves by a compare-and-set UPDATE. A row another
+process changed since (a new claim, a moved head, an ended stream) fails the compare,
+and the batch runs again from the rows: the fence and the sequences stay exact.
+Each case runs on the event loop's inline connection (SQLite) and on the ORM's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from helix_django.errors import StreamFenceError
+from helix_django.models import StreamChunk
+from helix_django.streams.database import DatabaseStreamManager
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.django_db(transaction=True)]
+
+
+def delta(n: int) -> dict:
+    return {"type": "text-delta", "id": "t", "delta": f"c{n} "}
+
+
+@pytest.fixture(params=[True, False], ids=["inline", "orm-thread"])
+def options(request):
+    return {"INLINE_WRITES": request.param}
+
+
+def count_stream_reads(manager: DatabaseStreamManager) -> list[int]:
+    """Record the number of stream rows each group commit reads (wherever it runs)."""
+    reads: list[int] = []
+    original = manager.group._select_infos
+
+    def counting(cursor, placeholder, stream_ids, *, lock):
+        reads.append(len(stream_ids))
+        return original(cursor, placeholder, stream_ids, lock=lock)
+
+    manager.group._select_infos = counting
+    return reads
+
+
+async def stored_sequences(stream_id: str) -> list[int]:
+    return await asyncio.to_thread(
+        lambda: list(StreamChunk.objects.filter(stream_id=stream_id).values_list("sequence", flat=True))
+    )
+
+
+async def test_an_append_after_this_process_committed_the_stream_reads_no_stream_row(options):
+    manager = DatabaseStreamManager("default", options)
+    await manager.claim_stream("s", "run_a", epoch=1)
+    reads = count_stream_reads(manager)
+    assert await manager.append("s", "run_a", [delta(1)]) == [1]  # nothing known yet: the row is read
+    assert await manager.append("s", "run_a", [delta(2), delta(3)]) == [2, 3]
+    assert await manager.append("s", "run_a", [delta(4)]) == [4]
+    assert reads == [1]
+    assert (await manager.get_info("s")).head_sequence == 4
+    assert await stored_sequences("s") == [1, 2, 3, 4]
+    await manager.aclose()
+
+
+async def test_a_head_another_process_moved_is_read_and_the_append_continues_after_it(options):
+    here, there = DatabaseStreamManager("default", options), DatabaseStreamManager("default", options)
+    await here.claim_stream("s", "run_a", epoch=1)
+    assert await here.append("s", "run_a", [delta(1), delta(2)]) == [1, 2]
+    # The same run reclaimed by another process (a recovery, a higher epoch) writes on.
+    await there.claim_stream("s", "run_a", epoch=2)
+    assert await there.append("s", "run_a", [delta(3), delta(4), delta(5)]) == [3, 4, 5]
+    reads = count_stream_reads(here)
+    assert await here.append("s", "run_a", [delta(6)]) == [6]
+    assert reads == [1]  # the compare failed; the retry read the row
+    assert await stored_sequences("s") == [1, 2, 3, 4, 5, 6]
+    assert await here.append("s", "run_a", [delta(7)]) == [7]
+    assert reads == [1]  # known again from that commit
+    await here.aclose()
+    await there.aclose()
+
+
+async def test_a_claim_another_process_took_fences_a_known_stream(options):
+    here, there = DatabaseStreamManager("default", options), DatabaseStreamManager("default", options)
+    await here.claim_stream("s", "run_a", epoch=1)
+    await here.append("s", "run_a", [delta(1)])
+    await here.append("s", "run_a", [delta(2)])
+    await there.claim_stream("s", "run_b", epoch=2)
+    with pytest.raises(StreamFenceError) as raised:
+        await here.append("s", "run_a", [delta(3)])
+    assert raised.value.cause == "stream_claimed_by_other_run"
+    assert await there.append("s", "run_b", [delta(3)]) == [3]
+    assert await stored_sequences("s") == [1, 2, 3]
+    await here.aclose()
+    await there.aclose()
+
+
+async def test_a_stream_another_process_ended_refuses_a_known_append(options):
+    here, there = DatabaseStreamManager("default", options), DatabaseStreamManager("default", options)
+    await here.claim_stream("s", "run_a", epoch=1)
+    await here.append("s", "run_a", [delta(1)])
+    await here.append("s", "run_a", [delta(2)])
+    await there.end_stream("s", "run_a")
+    with pytest.raises(StreamFenceError) as raised:
+        await here.append("s", "run_a", [delta(3)])
+    assert raised.value.cause == "stream_not_active"
+    assert await stored_sequences("s") == [1, 2]
+    info = await here.get_info("s")
+    assert (info.status, info.head_sequence) == ("ended", 2)
+    await here.aclose()
+    await there.aclose()
+
+
+async def test_a_batch_with_one_unknown_stream_reads_every_row_of_it(options):
+    manager = DatabaseStreamManager("default", options)
+    for name in ("a", "b"):
+        await manager.claim_stream(name, f"run_{name}", epoch=1)
+    await manager.append("a", "run_a", [delta(1)])  # "a" is known from here on, "b" is not
+    reads = count_stream_reads(manager)
+    results = await asyncio.gather(manager.append("a", "run_a", [delta(2)]), manager.append("b", "run_b", [delta(1)]))
+    assert results == [[2], [1]]
+    assert sum(reads) == 2  # both rows read (in one commit or two): the streams are locked in id order
+    assert await stored_sequences("a") == [1, 2]
+    assert await stored_sequences("b") == [1]
+    await manager.aclose()
