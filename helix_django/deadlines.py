@@ -6,13 +6,19 @@ cancelled in the same loop iteration that the awaitable completes: the cancel is
 or a request's task that loses its cancel keeps going after a Stop, a lease loss or a
 disconnect, so helix bounds its awaits with a deadline on the caller's own task instead;
 that also creates no task for the awaitable (issue 23: no task per provider event).
+
+Also here: the idle deadline of a provider's stream (:func:`idle_deadline`, one timer
+for a whole stream of events), work that must finish whatever happens to its caller
+(:func:`completes_despite_cancel`), and the long-lived loops a single cancel must end
+(:func:`ends_when_cancelled`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 if sys.version_info >= (3, 11):
@@ -20,7 +26,15 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - the backport of asyncio.timeout (same API)
     from async_timeout import timeout as deadline
 
-__all__ = ["cancel_requested", "deadline", "ends_when_cancelled", "within"]
+__all__ = [
+    "IdleDeadline",
+    "cancel_requested",
+    "completes_despite_cancel",
+    "deadline",
+    "ends_when_cancelled",
+    "idle_deadline",
+    "within",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +49,92 @@ async def within(awaitable: Awaitable[T], seconds: float | None) -> T:
     """
     async with deadline(seconds):
         return await awaitable
+
+
+class IdleDeadline:
+    """The deadline of :func:`idle_deadline`: :meth:`touch` at each event, one store, no timer moved."""
+
+    __slots__ = ("_handle", "_loop", "_seconds", "_timeout", "last")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: Any, seconds: float) -> None:
+        self._loop, self._timeout, self._seconds = loop, timeout, seconds
+        self.last = loop.time()
+        """Loop time of the last event (or of the start)."""
+        self._handle: asyncio.TimerHandle | None = loop.call_at(self.last + seconds, self._check)
+
+    def touch(self) -> None:
+        """An event arrived: the idle time counts from now."""
+        self.last = self._loop.time()
+
+    def _check(self) -> None:
+        due = self.last + self._seconds
+        if self._loop.time() < due:
+            self._handle = self._loop.call_at(due, self._check)  # events came meanwhile: once per period
+            return
+        self._handle = None
+        self._timeout.reschedule(self._loop.time())  # expires now: the task is cancelled, TimeoutError raised
+
+    def stop(self) -> None:
+        """Cancel the timer (the block ended)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+@contextlib.asynccontextmanager
+async def idle_deadline(seconds: float) -> AsyncIterator[IdleDeadline]:
+    """Raise ``TimeoutError`` in the block once ``seconds`` passed without a :meth:`IdleDeadline.touch`.
+
+    ``asyncio.timeout`` moved at each event cancels a timer and schedules another (two
+    heap operations per provider event, issue 23); this one timer looks at the last
+    event's time when it fires and sets itself again for the rest, so a stream of events
+    moves it once per period. The expiry is the timeout's own (the task is cancelled,
+    ``TimeoutError`` raised on exit), so a cancel from elsewhere is never lost or taken
+    for a timeout.
+    """
+    async with deadline(None) as timeout:
+        idle = IdleDeadline(asyncio.get_running_loop(), timeout, seconds)
+        try:
+            yield idle
+        finally:
+            idle.stop()
+
+
+_despite_cancel: set[asyncio.Task[Any]] = set()
+"""Tasks of :func:`completes_despite_cancel` whose caller may be gone (held until they end)."""
+
+
+async def completes_despite_cancel(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` in a task of its own that a cancel of the caller never reaches; return its result.
+
+    For what must finish once begun (a send's run-start commit is always followed by its
+    claim). As ``asyncio.shield(asyncio.ensure_future(coro))``, but the caller resumes one
+    loop round after ``coro`` ends, not two: the task sets a plain future the caller
+    awaits (a cancel of the caller cancels only that future). ``coro``'s exception is
+    raised in the caller; once the caller is gone it is logged by the task's end, as a
+    shielded task's would be.
+    """
+    loop = asyncio.get_running_loop()
+    outcome: asyncio.Future[T] = loop.create_future()
+
+    async def run() -> None:
+        try:
+            value = await coro
+        except BaseException as exc:
+            if outcome.done():
+                raise
+            if isinstance(exc, asyncio.CancelledError):
+                outcome.cancel()
+            else:
+                outcome.set_exception(exc)
+            return
+        if not outcome.done():
+            outcome.set_result(value)
+
+    task = loop.create_task(run())
+    _despite_cancel.add(task)
+    task.add_done_callback(_despite_cancel.discard)
+    return await outcome
 
 
 def cancel_requested() -> bool:

@@ -16,7 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from helix_django import store
-from helix_django.deadlines import deadline as idle_deadline
+from helix_django.deadlines import idle_deadline
 from helix_django.errors import ProviderError
 from helix_django.runtime.providers.base import (
     Finish,
@@ -106,13 +106,13 @@ class AttemptStreamer:
         clock = asyncio.get_running_loop()
         try:
             try:
-                # One deadline moved at each event, not a wait_for per event (on 3.11 a task
-                # each, and a cancel landing as the event arrives could be lost in it).
+                # One idle deadline touched at each event, not a wait_for per event (on 3.11 a
+                # task each, and a cancel landing as the event arrives could be lost in it).
                 rounds = LoopRounds(clock)
                 async with idle_deadline(idle) as deadline:
                     async for event in events:
                         finish = await self._apply(event) or finish
-                        deadline.reschedule(clock.time() + idle)
+                        deadline.touch()
                         # A burst of events (a fast model, a buffered network read) never
                         # holds the event loop: the other requests and streams go between.
                         # A provider that waited for this event already gave the loop back.
