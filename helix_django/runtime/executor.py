@@ -51,7 +51,7 @@ from helix_django.runtime.agents import get_agent
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.opening import abort_start, claim_in_start, opening_chunks
 from helix_django.runtime.restarts import RestartsMixin
-from helix_django.runtime.runner import RunnerLoop
+from helix_django.runtime.runner import RunnerLoop, start_task
 from helix_django.runtime.sends import SendsMixin
 from helix_django.signals import run_started
 from helix_django.store.reads import write_alias
@@ -226,7 +226,7 @@ class LocalExecutor(SendsMixin, RestartsMixin):
             except Exception as exc:
                 logger.warning("a run_started receiver failed for run %s: %s", run.id, type(exc).__name__)
 
-        task = asyncio.get_running_loop().create_task(send(), name=f"helix-run-started-{run.id}")
+        task = start_task(send(), name=f"helix-run-started-{run.id}")
         self._announcements.add(task)
         task.add_done_callback(self._announcements.discard)
 
@@ -242,6 +242,9 @@ class LocalExecutor(SendsMixin, RestartsMixin):
         async def drive() -> None:
             status = "abandoned"
             try:
+                # One loop round first: whoever opened the run (a send's response, already
+                # planned) sends its first byte before the run's first step (issue 23).
+                await asyncio.sleep(0)
                 status = await loop.run_forever()
             except asyncio.CancelledError:
                 logger.info("run %s task stopped without ending the run (process going away)", loop.run_id)
@@ -255,7 +258,7 @@ class LocalExecutor(SendsMixin, RestartsMixin):
                 if not entry.done.done():
                     entry.done.set_result(status)
 
-        task = asyncio.get_running_loop().create_task(drive(), name=f"helix-run-{loop.run_id}")
+        task = start_task(drive(), name=f"helix-run-{loop.run_id}")
         entry.loop, entry.task, entry.event_loop = loop, task, asyncio.get_running_loop()
         loop.task = task
 

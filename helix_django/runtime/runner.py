@@ -63,18 +63,24 @@ class RunnerLoop:
         """
         return threading.current_thread() is threading.main_thread()
 
-    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+    async def call(self, coro: Coroutine[Any, Any, T], *, shielded: bool = False) -> T:
         """Run ``coro`` (a run's start; it creates the run's task) where runs live and return its result.
 
         In a task of its own, shielded: if the caller is cancelled (its client went away),
         ``coro`` still finishes, so a run-start commit is always followed by its claim.
         A fresh context: the caller's context variables (asgiref's executor of an
-        ``async_to_sync`` call that ends soon, a request's state) must not leak into the run.
+        ``async_to_sync`` call that ends soon, a request's state) must not leak into the run
+        (the run's own tasks start in a fresh context too: :func:`start_task`).
+        ``shielded``: the caller runs in a task no cancel reaches before this returns (the
+        chat route's admitting task): on the loop where runs live ``coro`` is awaited in
+        it, without a task and the loop rounds a task costs before the first byte (issue 23).
         """
         running = asyncio.get_running_loop()
         if running is self._loop:
             return await coro
         if self.running_loop_lives_with_process():
+            if shielded:
+                return await coro
             return await asyncio.shield(running.create_task(coro, context=contextvars.Context()))
         loop = self.loop
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -110,3 +116,14 @@ class RunnerLoop:
                 thread.join(timeout)
             if not loop.is_running():
                 loop.close()
+
+
+def start_task(coro: Coroutine[Any, Any, T], *, name: str) -> asyncio.Task[T]:
+    """Start ``coro`` as a task of the running loop in a fresh context (a run's task, its announcement).
+
+    The task sees none of its starter's context variables (a request's translation or
+    urlconf, asgiref's executor of an ``async_to_sync`` call that ends soon), wherever it
+    was started from (:meth:`RunnerLoop.call`). ``Context.run`` keeps Python 3.10, whose
+    ``create_task`` takes no ``context``.
+    """
+    return contextvars.Context().run(asyncio.get_running_loop().create_task, coro, name=name)

@@ -222,12 +222,14 @@ class SendsMixin:
             return None  # nothing was committed: execute() examines the live run (or the key's)
         return StartedSend(session, launch, result)
 
-    async def aopen_send(self, started: StartedSend, *, user: Any = None) -> RunHandle:
+    async def aopen_send(self, started: StartedSend, *, user: Any = None, shielded: bool = False) -> RunHandle:
         """Open a send started on the ORM's thread where runs live: its claim (unless joined), its task.
 
-        Raises FrameworkInternalError (``cause: after_run_start``) as ``execute()`` does
-        once a run-start commit landed.
+        ``shielded``: the caller's task is one no cancel reaches before this returns
+        (:meth:`~helix_django.runtime.runner.RunnerLoop.call`). Raises
+        FrameworkInternalError (``cause: after_run_start``) as ``execute()`` does once a
+        run-start commit landed.
         """
         opening = self.open_started(started.session, started.launch, started.result, user=user)
-        handle = await self.runner.call(opening)
+        handle = await self.runner.call(opening, shielded=shielded)
         return await self._launched(handle, started.launch, user)

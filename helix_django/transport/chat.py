@@ -19,7 +19,6 @@ goes through ``execute()`` as before.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from helix_django.conf import helix_settings
+from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import (
     MethodNotAllowedError,
     NotAuthenticatedError,
@@ -218,7 +218,8 @@ async def _admit_and_open(
         return answer
     started = admitted.started
     try:
-        handle = await get_executor().aopen_send(started, user=admitted.caller.identity.user)
+        # In the shielded task _plan runs this in for a plain send: the run opens even if the request is cancelled.
+        handle = await get_executor().aopen_send(started, user=admitted.caller.identity.user, shielded=True)
     except Exception as exc:  # FrameworkInternalError (after_run_start): typed
         admitted.error = exc
     else:
@@ -276,7 +277,7 @@ class ChatConsumer:
             admitting = _admit_and_open(scope, body, parsed)
             if is_plain_chat_send(parsed[0]):
                 # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
-                answer = await asyncio.shield(asyncio.ensure_future(admitting))
+                answer = await completes_despite_cancel(admitting)
             else:
                 answer = await admitting  # starts no run: no task of its own (a resume open, issue 23)
             if answer.response is not None:
@@ -289,7 +290,14 @@ class ChatConsumer:
                 raise admitted.error
             watch = DisconnectWatch(receive)
             planning = plan_chat(admitted.request, admitted.caller, admitted.opened)
-            disconnected, plan = await run_until_disconnect(watch, planning)
+            if admitted.opened is None:
+                disconnected, plan = await run_until_disconnect(watch, planning)
+            else:
+                # A started send's plan is one read of what its run wrote so far: bounded, it
+                # needs no task to be cut short by a disconnect (issue 23: a task and a loop
+                # round, during which the run's task went first, before the first byte).
+                plan = await planning
+                disconnected = watch.disconnected
         except ClientDisconnected:
             return None
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
@@ -306,5 +314,7 @@ class ChatConsumer:
             raise
         if disconnected:
             await watch.close()
+            if plan is not None:
+                await plan.close()  # its reader's wake-up subscription
             return None
         return plan, headers, watch

@@ -9,10 +9,10 @@ where that makes no hop (:func:`loop_head`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any
 
+from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import HelixError
 from helix_django.models import ChatSession, Run
 from helix_django.runtime.handles import RunHandle
@@ -55,7 +55,7 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
         message_id=request.message_id,
         user=identity.user,
     )
-    handle = await asyncio.shield(asyncio.ensure_future(execute))
+    handle = await completes_despite_cancel(execute)
     return await plan_handle(request, session, handle)
 
 

@@ -120,5 +120,5 @@ async def test_a_chat_resume_open_starts_its_planning_and_one_disconnect_watcher
     server_task = "ProtocolTypeRouter.__call__"  # the request's own task (the server starts it)
     # A POST that may be a send admits in a shielded task (a run it commits is opened even if the
     # request is cancelled); whether the session holds its message is known only in that hop.
-    admitting = ["_admit_and_open"] if route == "chat POST" else []
+    admitting = ["completes_despite_cancel.<locals>.run"] if route == "chat POST" else []
     assert sorted(tasks) == sorted([server_task, "plan_chat", "wait_for_disconnect", *admitting]), tasks
