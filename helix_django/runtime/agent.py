@@ -152,6 +152,12 @@ class RunLoop(EndingsMixin):
             return RunStatus.SUPERSEDED
 
     async def _body(self) -> str:
+        # One loop round first: whoever opened the run (a send's response, already planned)
+        # sends its first byte before the run's first step (issue 23). A Stop that came
+        # before the run's task started is seen here (entries.stop_started_task).
+        await asyncio.sleep(0)
+        if self.is_cancel_requested:
+            raise asyncio.CancelledError()
         self.budget = ResponseBudget(self.acc.message)
         if not self._has_context:  # one thread hop: the status write and the read of the conversation
             rows = await abegin_streaming(self.run_id, self.run.session_id, self.run.start_message_count)

@@ -36,7 +36,7 @@ from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolEx
 from helix_django.orm import sync_to_async
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agents import get_agent
-from helix_django.runtime.handles import Launch, RunHandle
+from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.streams import get_stream_manager
 
 logger = logging.getLogger(__name__)
@@ -92,6 +92,14 @@ def _current_run(session_id: str) -> Run | None:
 
 aget_run = sync_to_async(_get_run)
 acurrent_run = sync_to_async(_current_run)
+
+
+def stop_started_task(entry: Entry) -> None:
+    """On the run's loop: cancel the run's task once it started; a task yet to start sees ``is_cancel_requested``
+    at the start of its run (:meth:`~helix_django.runtime.agent.RunLoop.run_forever`), where it ends ``cancelled``
+    (a cancel before a task's first step would end it without running any of it)."""
+    if entry.started and entry.task is not None:
+        entry.task.cancel()
 
 
 class EntriesMixin:
@@ -185,7 +193,7 @@ class EntriesMixin:
         entry = self._entries.get(run.id)
         if entry is not None and entry.task is not None and not entry.done.done():
             entry.loop.is_cancel_requested = True
-            entry.event_loop.call_soon_threadsafe(entry.task.cancel)
+            entry.event_loop.call_soon_threadsafe(stop_started_task, entry)
             try:
                 await within(asyncio.shield(asyncio.wrap_future(entry.done)), CANCEL_WAIT_SECONDS)
             except asyncio.TimeoutError:

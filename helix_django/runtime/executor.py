@@ -240,27 +240,32 @@ class LocalExecutor(SendsMixin, RestartsMixin):
 
     def _start_task(self, entry: Entry, loop: RunLoop) -> None:
         async def drive() -> None:
+            entry.started = True
             status = "abandoned"
             try:
-                # One loop round first: whoever opened the run (a send's response, already
-                # planned) sends its first byte before the run's first step (issue 23).
-                await asyncio.sleep(0)
                 status = await loop.run_forever()
             except asyncio.CancelledError:
                 logger.info("run %s task stopped without ending the run (process going away)", loop.run_id)
             finally:
-                self._entries.pop(loop.run_id, None)
-                # wait() needs only the outcome: the run's loop (its message, writer, agent) is let go.
-                entry.loop = entry.task = None
-                self._recent[loop.run_id] = entry
-                while len(self._recent) > RECENT_RUNS:
-                    self._recent.pop(next(iter(self._recent)))
-                if not entry.done.done():
-                    entry.done.set_result(status)
+                self._retire(entry, loop.run_id, status)
 
         task = start_task(drive(), name=f"helix-run-{loop.run_id}")
+        # A task cancelled before its first step (abandon() at once) never runs drive: retired here.
+        task.add_done_callback(lambda _task: self._retire(entry, loop.run_id, "abandoned"))
         entry.loop, entry.task, entry.event_loop = loop, task, asyncio.get_running_loop()
         loop.task = task
+
+    def _retire(self, entry: Entry, run_id: str, status: str) -> None:
+        """The run's task ended with ``status``: drop its entry, keep its outcome for wait() (once)."""
+        if entry.done.done():
+            return
+        self._entries.pop(run_id, None)
+        # wait() needs only the outcome: the run's loop (its message, writer, agent) is let go.
+        entry.loop = entry.task = None
+        self._recent[run_id] = entry
+        while len(self._recent) > RECENT_RUNS:
+            self._recent.pop(next(iter(self._recent)))
+        entry.done.set_result(status)
 
 
 _executors: dict[str, Any] = {}

@@ -44,6 +44,8 @@ class Entry:
     loop: RunLoop | None = None
     task: asyncio.Task[Any] | None = None
     event_loop: asyncio.AbstractEventLoop | None = None
+    started: bool = False
+    """The run's task took its first step (a Stop before it is seen by the run at its start)."""
 
 
 @dataclasses.dataclass

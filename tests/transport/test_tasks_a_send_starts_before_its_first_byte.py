@@ -101,17 +101,17 @@ async def test_a_sends_response_goes_out_before_its_runs_first_step(monkeypatch)
     from tests.asgi import application
 
     order: list[str] = []
-    body, send_body_ = RunLoop._body, StreamedResponse._send_body
+    run_step, send_body_ = RunLoop._run_step, StreamedResponse._send_body
 
     async def first_step(self):
         order.append("run")
-        return await body(self)
+        return await run_step(self)
 
     async def sending(self, data, **kwargs):
         order.append("response")
         return await send_body_(self, data, **kwargs)
 
-    monkeypatch.setattr(RunLoop, "_body", first_step)
+    monkeypatch.setattr(RunLoop, "_run_step", first_step)
     monkeypatch.setattr(StreamedResponse, "_send_body", sending)
     key = await _token()
     sid = new_session_id()
