@@ -113,13 +113,13 @@ class GroupCommit:
         epoch, ``active``, old head) before the chunks are inserted, and raises
         :class:`StaleInfo` when a row changed since (the caller rolls back and runs the
         batch again with ``use_known=False``, which reads the rows first, locked).
-        Streams are locked in id order on both paths (PostgreSQL: no deadlock between
-        two processes' commits).
+        Streams are locked in the same order on both paths, code-point order (PostgreSQL:
+        no deadlock between two processes' commits; :meth:`_select_infos`).
         """
         stream_ids = sorted({request[0] for request in requests})
         known = self._known_infos(stream_ids, requests) if use_known else None
         infos = known if known is not None else self._select_infos(cursor, placeholder, stream_ids, lock=lock)
-        before = dict(infos)
+        before = dict(known) if known is not None else {}  # the infos the compare-and-set expects
         results: list[Any] = []
         rows: list[tuple] = []
         heads: dict[str, int] = {}
@@ -179,13 +179,21 @@ class GroupCommit:
     def _select_infos(
         self, cursor: Any, placeholder: str, stream_ids: list[str], *, lock: bool
     ) -> dict[str, StreamInfo]:
-        """Read (``lock``: FOR UPDATE) the rows of ``stream_ids``, in id order."""
+        """Read (``lock``: FOR UPDATE) the rows of ``stream_ids``, in id order.
+
+        The order is the code-point order ``sorted()`` gives (the compare-and-set path locks
+        in it): PostgreSQL sorts by the column's collation unless told ``COLLATE "C"``, and
+        under a locale collation (``en_US``) two processes, one on each path, could take
+        two streams' locks in opposite orders and deadlock (found by a review of the
+        thirteenth session). SQLite's default collation is already code-point order.
+        """
         out: dict[str, StreamInfo] = {}
+        collate = ' COLLATE "C"' if connections[self.using].vendor == "postgresql" else ""
         for start in range(0, len(stream_ids), 500):
             part = stream_ids[start : start + 500]
             cursor.execute(
                 f"SELECT stream_id, {INFO_COLUMNS} FROM {self.stream_table} "  # noqa: S608
-                f"WHERE stream_id IN ({', '.join([placeholder] * len(part))}) ORDER BY stream_id"
+                f"WHERE stream_id IN ({', '.join([placeholder] * len(part))}) ORDER BY stream_id{collate}"
                 + (" FOR UPDATE" if lock else ""),
                 part,
             )
@@ -217,6 +225,7 @@ class GroupCommit:
             return self._run_sync(requests, False)
 
     def _run_sync(self, requests: Sequence[Request], use_known: bool) -> list[Any]:
+        again = () if use_known else (False,)  # statements' own default first (its 4-argument call)
         connection = connections[self.using]
         lock = connection.features.has_select_for_update
         placeholder = RAW_PLACEHOLDERS.get(connection.vendor)
@@ -224,13 +233,13 @@ class GroupCommit:
             placeholder = None
         if placeholder is None or connection.queries_logged:
             with transaction.atomic(using=self.using), connection.cursor() as cursor:
-                return self.statements(cursor, "%s", requests, lock, use_known)
+                return self.statements(cursor, "%s", requests, lock, *again)
         connection.ensure_connection()
         with connection.wrap_database_errors:  # driver errors become Django's; the connection is marked
             cursor = connection.connection.cursor()
             try:
                 begin = RAW_BEGIN[connection.vendor]
-                return in_transaction(cursor, begin, self.statements, placeholder, requests, lock, use_known)
+                return in_transaction(cursor, begin, self.statements, placeholder, requests, lock, *again)
             finally:
                 cursor.close()
 

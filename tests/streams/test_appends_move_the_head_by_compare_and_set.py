@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from django.db import connection, transaction
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import StreamChunk
@@ -122,3 +123,34 @@ async def test_a_batch_with_one_unknown_stream_reads_every_row_of_it(options):
     assert await stored_sequences("a") == [1, 2]
     assert await stored_sequences("b") == [1]
     await manager.aclose()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL pass only: SQLite sorts by code point")
+async def test_the_rows_read_for_a_batch_are_locked_in_the_order_the_compare_and_set_locks_them():
+    """Under a locale collation ORDER BY alone sorts "a" before "B"; ``sorted()`` (the compare-and-set
+    order) puts "B" first. Both paths must lock in one order, or two processes deadlock."""
+    assert await asyncio.to_thread(_lock_order_under_a_locale_collation) == sorted(["a", "B"]) == ["B", "a"]
+
+
+def _lock_order_under_a_locale_collation() -> list[str]:
+    from helix_django.streams.database_writes import info_of
+    from helix_django.streams.group_commit import INFO_COLUMNS, GroupCommit
+
+    table = "helix_test_icu_streams"
+    columns = ", ".join(f"{name} text" for name in INFO_COLUMNS.split(", "))
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM pg_collation WHERE collname = 'en-US-x-icu'")
+        if cursor.fetchone() is None:  # a PostgreSQL built without ICU: no locale collation to compare with
+            pytest.skip("this PostgreSQL has no ICU collation")
+        cursor.execute(f'CREATE TABLE {table} (stream_id varchar(64) COLLATE "en-US-x-icu" PRIMARY KEY, {columns})')
+        try:
+            for stream_id in ("a", "B"):
+                cursor.execute(
+                    f"INSERT INTO {table} VALUES (%s, 'active', '0', 'run', '1', '', NULL)",  # noqa: S608
+                    [stream_id],
+                )
+            group = GroupCommit("default", chunk_table="unused", stream_table=table, encode=str, info_of=info_of)
+            with transaction.atomic():
+                return list(group._select_infos(cursor, "%s", sorted(["a", "B"]), lock=True))
+        finally:
+            cursor.execute(f"DROP TABLE {table}")
