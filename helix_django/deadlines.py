@@ -92,12 +92,29 @@ async def idle_deadline(seconds: float) -> AsyncIterator[IdleDeadline]:
     ``TimeoutError`` raised on exit), so a cancel from elsewhere is never lost or taken
     for a timeout.
     """
+    if sys.version_info < (3, 11):  # pragma: no cover - the backport's timer moves only from its task
+        async with deadline(seconds) as timeout:
+            yield _MovedPerEvent(asyncio.get_running_loop(), timeout, seconds)  # type: ignore[misc]
+        return
     async with deadline(None) as timeout:
         idle = IdleDeadline(asyncio.get_running_loop(), timeout, seconds)
         try:
             yield idle
         finally:
             idle.stop()
+
+
+class _MovedPerEvent:  # pragma: no cover - Python 3.10 only
+    """:class:`IdleDeadline` on Python 3.10: ``async_timeout`` reschedules for the task that
+    calls it (a loop callback has none), so its deadline is moved at each event, as before."""
+
+    __slots__ = ("_loop", "_seconds", "_timeout")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: Any, seconds: float) -> None:
+        self._loop, self._timeout, self._seconds = loop, timeout, seconds
+
+    def touch(self) -> None:
+        self._timeout.update(self._loop.time() + self._seconds)
 
 
 _despite_cancel: set[asyncio.Task[Any]] = set()
