@@ -38,6 +38,7 @@ from django.utils.translation import gettext_lazy
 
 from helix_django.api.ownership import get_owned_session, owner_for
 from helix_django.conf import helix_settings
+from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import PayloadTooLargeError, SessionNotFoundError, ValidationError, as_helix_error
 from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
 from helix_django.jsonbody import load_json, run_off_loop
@@ -129,16 +130,15 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         body = {k: content[k] for k in ("messages", "message", "trigger", "messageId") if k in content}
         messages, trigger, message_id, _ = await run_off_loop(validate_body, body)
         key = content.get("request_key")
-        handle = await asyncio.shield(
-            asyncio.ensure_future(
-                get_executor().execute(
-                    session=self._session(),
-                    messages=messages,
-                    request_key=validate_request_key(key) if key else None,
-                    trigger=trigger,
-                    message_id=message_id,
-                    user=self.scope.get("user") if self.owner.user_id else None,
-                )
+        # Once begun, a send's start finishes even if this consumer is cancelled (its run is opened).
+        handle = await completes_despite_cancel(
+            get_executor().execute(
+                session=self._session(),
+                messages=messages,
+                request_key=validate_request_key(key) if key else None,
+                trigger=trigger,
+                message_id=message_id,
+                user=self.scope.get("user") if self.owner.user_id else None,
             )
         )
         await self.send_json(
