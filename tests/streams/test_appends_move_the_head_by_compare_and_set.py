@@ -44,6 +44,18 @@ def count_stream_reads(manager: DatabaseStreamManager) -> list[int]:
     return reads
 
 
+@pytest.fixture
+async def processes(options):
+    """Two managers, as two processes: ``here`` claimed stream "s" for run_a and wrote chunks 1 and 2 (known)."""
+    here, there = DatabaseStreamManager("default", options), DatabaseStreamManager("default", options)
+    await here.claim_stream("s", "run_a", epoch=1)
+    assert await here.append("s", "run_a", [delta(1)]) == [1]
+    assert await here.append("s", "run_a", [delta(2)]) == [2]
+    yield here, there
+    await here.aclose()
+    await there.aclose()
+
+
 async def stored_sequences(stream_id: str) -> list[int]:
     return await asyncio.to_thread(
         lambda: list(StreamChunk.objects.filter(stream_id=stream_id).values_list("sequence", flat=True))
@@ -63,10 +75,8 @@ async def test_an_append_after_this_process_committed_the_stream_reads_no_stream
     await manager.aclose()
 
 
-async def test_a_head_another_process_moved_is_read_and_the_append_continues_after_it(options):
-    here, there = DatabaseStreamManager("default", options), DatabaseStreamManager("default", options)
-    await here.claim_stream("s", "run_a", epoch=1)
-    assert await here.append("s", "run_a", [delta(1), delta(2)]) == [1, 2]
+async def test_a_head_another_process_moved_is_read_and_the_append_continues_after_it(processes):
+    here, there = processes
     # The same run reclaimed by another process (a recovery, a higher epoch) writes on.
     await there.claim_stream("s", "run_a", epoch=2)
     assert await there.append("s", "run_a", [delta(3), delta(4), delta(5)]) == [3, 4, 5]
@@ -76,30 +86,20 @@ async def test_a_head_another_process_moved_is_read_and_the_append_continues_aft
     assert await stored_sequences("s") == [1, 2, 3, 4, 5, 6]
     assert await here.append("s", "run_a", [delta(7)]) == [7]
     assert reads == [1]  # known again from that commit
-    await here.aclose()
-    await there.aclose()
 
 
-async def test_a_claim_another_process_took_fences_a_known_stream(options):
-    here, there = DatabaseStreamManager("default", options), DatabaseStreamManager("default", options)
-    await here.claim_stream("s", "run_a", epoch=1)
-    await here.append("s", "run_a", [delta(1)])
-    await here.append("s", "run_a", [delta(2)])
+async def test_a_claim_another_process_took_fences_a_known_stream(processes):
+    here, there = processes
     await there.claim_stream("s", "run_b", epoch=2)
     with pytest.raises(StreamFenceError) as raised:
         await here.append("s", "run_a", [delta(3)])
     assert raised.value.cause == "stream_claimed_by_other_run"
     assert await there.append("s", "run_b", [delta(3)]) == [3]
     assert await stored_sequences("s") == [1, 2, 3]
-    await here.aclose()
-    await there.aclose()
 
 
-async def test_a_stream_another_process_ended_refuses_a_known_append(options):
-    here, there = DatabaseStreamManager("default", options), DatabaseStreamManager("default", options)
-    await here.claim_stream("s", "run_a", epoch=1)
-    await here.append("s", "run_a", [delta(1)])
-    await here.append("s", "run_a", [delta(2)])
+async def test_a_stream_another_process_ended_refuses_a_known_append(processes):
+    here, there = processes
     await there.end_stream("s", "run_a")
     with pytest.raises(StreamFenceError) as raised:
         await here.append("s", "run_a", [delta(3)])
@@ -107,8 +107,6 @@ async def test_a_stream_another_process_ended_refuses_a_known_append(options):
     assert await stored_sequences("s") == [1, 2]
     info = await here.get_info("s")
     assert (info.status, info.head_sequence) == ("ended", 2)
-    await here.aclose()
-    await there.aclose()
 
 
 async def test_a_batch_with_one_unknown_stream_reads_every_row_of_it(options):

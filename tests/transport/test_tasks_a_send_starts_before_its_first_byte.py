@@ -27,6 +27,17 @@ from tests.transport.test_thread_hops_per_resume_open import _scope, _token
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+async def _send_new_chat(text: str = "one two") -> tuple[list[dict], list[str]]:
+    """POST a new chat's first message (a scripted answer of ``text``) to its first chunk frame; see ``_open``."""
+    from tests.asgi import application
+
+    key = await _token()
+    sid = new_session_id()
+    with override_settings(HELIX=agent_settings(TEXT=text)):
+        body = json.dumps(send_body(sid, [user_message("hi")])).encode()
+        return await _open(application, _scope("POST", f"/helix/api/sessions/{sid}/chat", key, JSON), body)
+
+
 @pytest.mark.parametrize("history", [False, True], ids=["new chat", "next message"])
 async def test_a_plain_send_plans_its_response_in_the_request_task(history):
     from tests.asgi import application
@@ -69,7 +80,6 @@ async def test_a_task_started_for_a_run_sees_none_of_its_starters_context():
 
 async def test_a_sends_run_task_sees_none_of_the_requests_context(monkeypatch):
     from helix_django.transport import chat
-    from tests.asgi import application
 
     seen: list[str] = []
     run_forever, admit_and_open = RunLoop.run_forever, chat._admit_and_open
@@ -84,21 +94,16 @@ async def test_a_sends_run_task_sees_none_of_the_requests_context(monkeypatch):
 
     monkeypatch.setattr(RunLoop, "run_forever", recording)
     monkeypatch.setattr(chat, "_admit_and_open", in_request_state)
-    key = await _token()
-    sid = new_session_id()
-    with override_settings(HELIX=agent_settings(TEXT="one two")):
-        body = json.dumps(send_body(sid, [user_message("hi")])).encode()
-        await _open(application, _scope("POST", f"/helix/api/sessions/{sid}/chat", key, JSON), body)
-        for _ in range(100):
-            if seen:
-                break
-            await asyncio.sleep(0.01)
+    await _send_new_chat()
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.01)
     assert seen == ["unset"]
 
 
 async def test_a_sends_response_goes_out_before_its_runs_first_step(monkeypatch):
     from helix_django.transport.http import StreamedResponse
-    from tests.asgi import application
 
     order: list[str] = []
     run_step, send_body_ = RunLoop._run_step, StreamedResponse._send_body
@@ -113,9 +118,5 @@ async def test_a_sends_response_goes_out_before_its_runs_first_step(monkeypatch)
 
     monkeypatch.setattr(RunLoop, "_run_step", first_step)
     monkeypatch.setattr(StreamedResponse, "_send_body", sending)
-    key = await _token()
-    sid = new_session_id()
-    with override_settings(HELIX=agent_settings(TEXT="one two")):
-        body_bytes = json.dumps(send_body(sid, [user_message("hi")])).encode()
-        await _open(application, _scope("POST", f"/helix/api/sessions/{sid}/chat", key, JSON), body_bytes)
+    await _send_new_chat()
     assert order[:2] == ["response", "run"], order
