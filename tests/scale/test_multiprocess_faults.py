@@ -79,16 +79,21 @@ def cluster(daphne_server_factory, scale_env):
 TERMINAL_STATES = ("done", "error", "failed")
 
 
-def read(client: httpx.Client, method: str, url: str, got: list, stop_after: int | None = None, **kwargs) -> str:
+def read(
+    client: httpx.Client, method: str, url: str, got: list, trail: list, stop_after: int | None = None, **kwargs
+) -> str:
     """Read a chat response into ``got``; return a terminal state (``done``: [DONE], or a resume's 204:
     the client holds the whole run; ``error``: the run's typed error chunk; ``failed``: a resume's
-    typed 409 ``stream_failed``), ``drop`` (cut, or a retryable drop error) or ``refused``."""
+    typed 409 ``stream_failed``), ``drop`` (cut, or a retryable drop error) or ``refused``.
+
+    Each refusal's status and body, and each cut's exception, go to ``trail`` for the report."""
     try:
         with client.stream(method, url, **kwargs) as response:
             if response.status_code == 204 and method == "GET":
                 return "done"
             if response.status_code != 200:
                 response.read()
+                trail.append((method, response.status_code, response.text[:200]))
                 is_failed = response.status_code == 409 and response.json().get("error") == "stream_failed"
                 return "failed" if is_failed else "refused"
             count = 0
@@ -109,7 +114,8 @@ def read(client: httpx.Client, method: str, url: str, got: list, stop_after: int
                     count += 1
                     if stop_after is not None and count >= stop_after:
                         return "drop"
-    except httpx.HTTPError:
+    except httpx.HTTPError as error:
+        trail.append((method, type(error).__name__))
         return "drop"
     return "drop"
 
@@ -120,14 +126,16 @@ def one_client(client, webs, sid, rng, got, outcome) -> None:
     message = {"id": f"u_{uuid.uuid4().hex[:10]}", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
     body = {"id": sid, "messages": [message], "trigger": "submit-message"}
     path = f"/helix/api/sessions/{sid}/chat"
-    state = read(client, "POST", webs[send_on].url(path), got, stop_after=rng.randint(2, 12), json=body)
+    trail = outcome.setdefault("trail", [])
+    state = read(client, "POST", webs[send_on].url(path), got, trail, stop_after=rng.randint(2, 12), json=body)
     deadline = time.monotonic() + 90
     target = resume_on
     while state not in TERMINAL_STATES and time.monotonic() < deadline:
         server = webs[target]
         if server.is_running:
             cursor = max((s for s, _c in got), default=0)
-            state = read(client, "GET", server.url(path), got, headers={"X-Resume-From-Sequence": str(cursor)})
+            state = read(client, "GET", server.url(path), got, trail, headers={"X-Resume-From-Sequence": str(cursor)})
+            trail.append((target, cursor, state))
         if state not in TERMINAL_STATES:
             time.sleep(0.3)
             target = (target + 1) % len(webs)
@@ -186,8 +194,10 @@ def test_sigkills_of_web_processes_and_workers_double_no_chunk_rerun_no_side_eff
     assert figures["side effects re-run"] == 0, figures
     assert figures["runs left non-terminal"] == 0, figures
     assert figures["committed chunks lost"] == 0, (figures, lost)
-    states = {sid: outcome.get("state") for sid, outcome in outcomes.items()}
-    assert figures["runs without a terminal frame"] == 0, (figures, states)
+    unended = {sid: outcome for sid, outcome in outcomes.items() if outcome.get("state") not in TERMINAL_STATES}
+    for sid, outcome in unended.items():
+        print("no terminal frame:", sid, "received", sorted(s for s, _c in sessions[sid]), "trail", outcome["trail"])
+    assert figures["runs without a terminal frame"] == 0, (figures, unended)
     assert figures["web kills"] and figures["worker kills"], figures
 
 
