@@ -121,7 +121,10 @@ def read(
 
 
 def one_client(client, webs, sid, rng, got, outcome) -> None:
-    """Send on one process, drop, resume on others until the terminal frame (90 s at most)."""
+    """Send on one process, drop, resume on others until the terminal frame (90 s at most).
+
+    A send whose process died before it answered is sent again (same body) before any resume.
+    """
     send_on, resume_on = rng.sample(range(len(webs)), 2)
     message = {"id": f"u_{uuid.uuid4().hex[:10]}", "role": "user", "parts": [{"type": "text", "text": "hello"}]}
     body = {"id": sid, "messages": [message], "trigger": "submit-message"}
@@ -132,8 +135,14 @@ def one_client(client, webs, sid, rng, got, outcome) -> None:
     target = resume_on
     while state not in TERMINAL_STATES and time.monotonic() < deadline:
         server = webs[target]
-        if server.is_running:
-            cursor = max((s for s, _c in got), default=0)
+        if server.is_running and not got:
+            # No byte of the send came back (its process died before answering): the client
+            # sends it again, as the AI SDK's retry does; its message id makes the repeat
+            # attach to the run the first one started, if that committed (002, request keys).
+            state = read(client, "POST", server.url(path), got, trail, json=body)
+            trail.append((target, "send", state))
+        elif server.is_running:
+            cursor = max(s for s, _c in got)
             state = read(client, "GET", server.url(path), got, trail, headers={"X-Resume-From-Sequence": str(cursor)})
             trail.append((target, cursor, state))
         if state not in TERMINAL_STATES:
