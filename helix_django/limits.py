@@ -29,6 +29,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.core.checks import Error, Warning
@@ -142,11 +143,15 @@ class ResponseBudget:
         self.size_bytes = json_size(message)
         """Upper bound of the message's size, in bytes of UTF-8 JSON."""
 
-    def admit(self, chunk: Chunk, message: dict[str, Any]) -> None:
-        """Count ``chunk`` into the message; raise ResponseTooLargeError if it would pass the limit."""
+    def admit(self, chunk: Chunk, message: Callable[[], dict[str, Any]]) -> None:
+        """Count ``chunk`` into the message; raise ResponseTooLargeError if it would pass the limit.
+
+        ``message`` returns the message so far; called only when the estimate would pass
+        the limit (reading an accumulator's message joins its pending deltas).
+        """
         growth = chunk_growth_bytes(chunk)
         if self.size_bytes + growth > self.limit_bytes:
-            self.size_bytes = json_size(message)
+            self.size_bytes = json_size(message())
             if self.size_bytes + growth > self.limit_bytes:
                 raise ResponseTooLargeError(
                     limitBytes=helix_settings.MAX_MESSAGE_BYTES, sizeBytes=self.size_bytes + growth

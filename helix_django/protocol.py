@@ -72,22 +72,50 @@ class MessageAccumulator:
     """
 
     def __init__(self, message_id: str, *, parts: list[dict[str, Any]] | None = None, metadata: dict | None = None):
-        self.message: dict[str, Any] = {
+        self._message: dict[str, Any] = {
             "id": message_id,
             "role": "assistant",
             "parts": copy.deepcopy(parts) if parts else [],
             "metadata": dict(metadata or {}),
         }
         self._open: dict[tuple[str, str], dict[str, Any]] = {}
+        self._pieces: dict[tuple[str, str], list[str]] = {}
+        """The deltas of each open part not yet joined into its ``text`` (see :attr:`message`)."""
+        self._is_joined = True
         self._tools: dict[str, dict[str, Any]] = {
-            p["toolCallId"]: p for p in self.message["parts"] if "toolCallId" in p
+            p["toolCallId"]: p for p in self._message["parts"] if "toolCallId" in p
         }
         self.finish_reason: str | None = None
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The UIMessage so far (live dict; its open parts' text includes every delta applied).
+
+        A delta is kept as a piece of its part and joined here, once per read: appending
+        each delta to the part's string copied the whole text per delta, so a long answer
+        cost each delta in proportion to its length (issue 23: bounded work per delta).
+        """
+        if not self._is_joined:
+            for key in self._pieces:
+                self._join(key)
+            self._is_joined = True
+        return self._message
 
     @property
     def parts(self) -> list[dict[str, Any]]:
         """The message's parts (live list)."""
         return self.message["parts"]
+
+    def open_parts(self) -> list[tuple[str, str]]:
+        """Return ``(kind, chunk id)`` of each open text or reasoning part, in the order they opened."""
+        return list(self._open)
+
+    def _join(self, key: tuple[str, str]) -> None:
+        pieces = self._pieces.get(key)
+        if pieces:
+            part = self._open[key]
+            part["text"] = "".join([part["text"], *pieces])
+            pieces.clear()
 
     def tool_part(self, tool_call_id: str) -> dict[str, Any] | None:
         """Return the tool part of ``tool_call_id`` or None."""
@@ -122,9 +150,9 @@ class MessageAccumulator:
 
     def _start(self, chunk: Chunk) -> None:
         if chunk.get("messageId"):
-            self.message["id"] = chunk["messageId"]
+            self._message["id"] = chunk["messageId"]
         if chunk.get("messageMetadata"):
-            self.message["metadata"].update(chunk["messageMetadata"])
+            self._message["metadata"].update(chunk["messageMetadata"])
 
     def _start_step(self, chunk: Chunk) -> None:
         self.parts.append({"type": "step-start"})
@@ -136,22 +164,31 @@ class MessageAccumulator:
         if chunk.get("providerMetadata"):
             part["providerMetadata"] = chunk["providerMetadata"]
         self.parts.append(part)
-        self._open[(kind, chunk.get("id", ""))] = part
+        key = (kind, chunk.get("id", ""))
+        self._join(key)  # a part reopened under the same id: the old one keeps its text
+        self._open[key] = part
+        self._pieces[key] = []
 
     def _delta(self, kind: str, chunk: Chunk) -> None:
-        part = self._open.get((kind, chunk.get("id", "")))
-        if part is not None:
-            part["text"] += chunk.get("delta", "")
+        pieces = self._pieces.get((kind, chunk.get("id", "")))
+        if pieces is not None:
+            pieces.append(chunk.get("delta", ""))
+            self._is_joined = False
 
     def _end_part(self, kind: str, chunk: Chunk) -> None:
-        part = self._open.pop((kind, chunk.get("id", "")), None)
+        key = (kind, chunk.get("id", ""))
+        self._join(key)
+        part = self._open.pop(key, None)
+        self._pieces.pop(key, None)
         if part is not None:
             part["state"] = "done"
 
     def _finish_step(self, chunk: Chunk) -> None:
-        for part in self._open.values():
+        for key, part in self._open.items():
+            self._join(key)
             part["state"] = "done"
         self._open.clear()
+        self._pieces.clear()
 
     def _tool(self, chunk: Chunk) -> dict[str, Any]:
         call_id = chunk["toolCallId"]
@@ -211,10 +248,10 @@ class MessageAccumulator:
         self._finish_step(chunk)
         self.finish_reason = chunk.get("finishReason")
         if chunk.get("messageMetadata"):
-            self.message["metadata"].update(chunk["messageMetadata"])
+            self._message["metadata"].update(chunk["messageMetadata"])
 
     def _message_metadata(self, chunk: Chunk) -> None:
-        self.message["metadata"].update(chunk.get("messageMetadata") or {})
+        self._message["metadata"].update(chunk.get("messageMetadata") or {})
 
 
 _HANDLERS: dict[str, Any] = {

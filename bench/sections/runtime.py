@@ -20,6 +20,9 @@ from bench.payloads import unique
 
 NAME = "runtime"
 SCRIPTED = "helix_django.runtime.providers.scripted.ScriptedProvider"
+LONG_FACTOR = 100
+"""The long reply is this many times the section's reply (200 000 tokens, 1.5 MB; 100 000 with --quick)."""
+LONG_TARGET_RATIO = 1.5
 
 
 def missing() -> str:
@@ -101,8 +104,9 @@ async def run(sizes: Sizes) -> list[Row]:
     from helix_django.runtime.executor import LocalExecutor
 
     options = {"TEXT": reply_text(sizes.runtime_chunks), "PACE_TPS": 0}
-    rates, provider_rates, overheads, per_delta = [], [], [], []
-    deltas = 0
+    long_options = {"TEXT": reply_text(sizes.runtime_chunks * LONG_FACTOR), "PACE_TPS": 0}
+    rates, provider_rates, overheads, per_delta, long_overheads = [], [], [], [], []
+    deltas = long_deltas = 0
     with override_settings(HELIX=helix_setting(options)):
         executor = LocalExecutor()
         await through_executor(executor)  # warm-up: imports, first connection
@@ -113,8 +117,24 @@ async def run(sizes: Sizes) -> list[Row]:
             per_delta.append(chunks / deltas)
             provider_rates.append(deltas / provider_seconds)
             overheads.append((seconds - provider_seconds) / deltas * 1e6)
+            with override_settings(HELIX=helix_setting(long_options)):
+                provider_seconds, long_deltas = await provider_alone(long_options)
+                seconds, _chunks = await through_executor(LocalExecutor())
+            long_overheads.append((seconds - provider_seconds) / long_deltas * 1e6)
     name = f"{deltas:,}-token reply"
+    growth = paired_ratio(long_overheads, overheads)
     return [
+        Row(
+            NAME,
+            f"{long_deltas:,}-token reply: overhead per delta, as a multiple of the {name}'s",
+            value=Stat.of(long_overheads, "us"),
+            baseline_name=f"{name}: overhead per delta",
+            baseline=Stat.of(overheads, "us"),
+            ratio=growth,
+            target=f"<= {LONG_TARGET_RATIO:g}x (a delta's work does not grow with the answer)",
+            holds=growth.median <= LONG_TARGET_RATIO,
+            note="the run's message is built from every delta: joined once per read, not copied per delta",
+        ),
         Row(
             NAME,
             f"{name}: executor -> database/sqlite, deltas/s delivered",

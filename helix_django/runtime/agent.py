@@ -103,13 +103,16 @@ class RunLoop(EndingsMixin):
         if content and self.attempt_id:
             chunk["_attempt"] = self.attempt_id
         if self.budget is not None and not self.is_ending:
-            self.budget.admit(chunk, self.acc.message)  # raises ResponseTooLargeError: the run fails, partial kept
+            self.budget.admit(chunk, self._message_so_far)  # raises ResponseTooLargeError: the run fails, partial kept
         if content and not self.has_first_token:
             self.has_first_token = True
             metrics.record_first_token(self.run)
         self.acc.apply(chunk)
         self.last_event_at = asyncio.get_running_loop().time()
         return chunk
+
+    def _message_so_far(self) -> dict[str, Any]:
+        return self.acc.message
 
     async def flush(self) -> int:
         """Store every queued chunk; return the writer's last sequence (the commit's stream_sequence)."""

@@ -120,7 +120,7 @@ class EndingsMixin:
         return RunStatus.SUSPENDED_CLIENT_TOOL
 
     def _close_open_parts(self) -> None:
-        for (kind, part_id), _part in list(self.acc._open.items()):
+        for kind, part_id in self.acc.open_parts():
             self.emit({"type": f"{kind}-end", "id": part_id}, content=True)
 
     async def _end_partial(self, status: str, error: HelixError | None, cancelled_by: str = "") -> Run:

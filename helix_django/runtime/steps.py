@@ -82,8 +82,9 @@ class AttemptStreamer:
         self.provider = loop.agent.provider
         self.operation_id = ""
         self.position = 0
-        self.text = ""
-        self.reasoning = ""
+        self.texts: list[str] = []
+        """The attempt's text deltas so far (joined when read: appending copied the whole text per delta)."""
+        self.reasonings: list[str] = []
         self.calls: list[ToolCall] = []
         self._open: dict[str, str] = {}
         self._parts = 0
@@ -160,11 +161,11 @@ class AttemptStreamer:
     async def _apply(self, event: ProviderEvent) -> Finish | None:
         if isinstance(event, TextDelta):
             if event.text:
-                self.text += event.text
+                self.texts.append(event.text)
                 self.loop.emit({"type": "text-delta", "id": self._open_part("text"), "delta": event.text}, content=True)
         elif isinstance(event, ReasoningDelta):
             if event.text:
-                self.reasoning += event.text
+                self.reasonings.append(event.text)
                 part_id = self._open_part("reasoning")
                 self.loop.emit({"type": "reasoning-delta", "id": part_id, "delta": event.text}, content=True)
         elif isinstance(event, ToolCall):
@@ -210,7 +211,9 @@ class AttemptStreamer:
             await asyncio.sleep(RETRIEVE_POLL_SECONDS)
         if result.status != "completed":
             raise ProviderError(retryable=True, cause="stream_dropped")
-        for kind, full, seen in (("reasoning", result.reasoning, self.reasoning), ("text", result.text, self.text)):
+        streamed = {"reasoning": "".join(self.reasonings), "text": "".join(self.texts)}
+        for kind, full in (("reasoning", result.reasoning), ("text", result.text)):
+            seen = streamed[kind]
             rest = full[len(seen) :] if full.startswith(seen) else ""
             if rest:
                 await self._apply(ReasoningDelta(rest) if kind == "reasoning" else TextDelta(rest))
