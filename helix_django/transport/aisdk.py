@@ -29,10 +29,10 @@ from typing import Any
 from django.utils.translation import gettext_lazy
 
 from helix_django.conf import helix_settings
-from helix_django.errors import HelixError, MethodNotAllowedError, SessionNotFoundError, ValidationError
+from helix_django.errors import MethodNotAllowedError, SessionNotFoundError, ValidationError
 from helix_django.transport.chat import ChatConsumer
 from helix_django.transport.http import ClientDisconnected, Receive, header, read_body
-from helix_django.transport.sse import Send, send_empty, send_error
+from helix_django.transport.sse import Send, log_unexpected, send_empty, send_error
 
 #: Prefix of the request keys derived from a user message id (valid ``X-Helix-Request-Key`` text).
 IMPLIED_KEY_PREFIX = "uimsg:"
@@ -52,7 +52,8 @@ def implied_request_key(body: dict[str, Any]) -> str | None:
     last = messages[-1]
     if last.get("role") != "user" or not isinstance(last.get("id"), str):
         return None
-    return IMPLIED_KEY_PREFIX + hashlib.sha256(last["id"].encode("utf-8")).hexdigest()[:40]
+    # surrogatepass: a lone surrogate in the id is the chat route's typed 400 (``cause: json``), not a 500 here.
+    return IMPLIED_KEY_PREFIX + hashlib.sha256(last["id"].encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 def _session_id_of(body: dict[str, Any]) -> str:
@@ -105,13 +106,15 @@ class AISDKChatConsumer:
             if not isinstance(body, dict):
                 raise ValidationError(gettext_lazy("Invalid chat request body"), cause="body", field="body")
             session_id = _session_id_of(body)
+            request_key = implied_request_key(body)
         except ClientDisconnected:
             return
-        except HelixError as exc:
+        except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
+            log_unexpected("AI SDK chat route", exc)
             headers = [(b"allow", b"POST")] if isinstance(exc, MethodNotAllowedError) else []
             await send_error(send, exc, headers=headers)
             return
-        await self.chat(_with_route(scope, session_id, implied_request_key(body)), _replayed(raw, receive), send)
+        await self.chat(_with_route(scope, session_id, request_key), _replayed(raw, receive), send)
 
 
 class AISDKStreamConsumer(ChatConsumer):

@@ -7,7 +7,7 @@ import pytest
 
 from helix_django.models import ChatSession
 from tests.adversarial.conftest import assert_typed_refusal
-from tests.transport.conftest import chat_url, new_session_id
+from tests.transport.conftest import PREFIX, chat_url, new_session_id
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -23,5 +23,26 @@ def test_lone_surrogate_send_is_a_typed_400_and_writes_nothing(shared_server, us
     assert r.status_code == 400
     assert_typed_refusal(r.status_code, r.json())
     assert r.json()["cause"] == "json"
+    assert "ud800" not in r.text
+    assert not ChatSession.objects.filter(pk=sid).exists()
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["message_id", "chat_id"],
+)
+def test_a_lone_surrogate_in_an_id_on_the_aisdk_route_is_a_typed_400(shared_server, users, where):
+    """The stock route hashes the message id into a request key: a lone surrogate there was a 500."""
+    sid = new_session_id()
+    message_id = "\\ud800" if where == "message_id" else "u1"
+    chat_id = f"{sid}\\ud800" if where == "chat_id" else sid
+    body = (
+        f'{{"id": "{chat_id}", "trigger": "submit-message", '
+        f'"messages": [{{"id": "{message_id}", "role": "user", "parts": [{{"type": "text", "text": "hi"}}]}}]}}'
+    ).encode()
+    with httpx.Client(headers=users["a"][1], timeout=10) as client:
+        r = client.post(shared_server.url(f"{PREFIX}/chat"), content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert_typed_refusal(r.status_code, r.json())
     assert "ud800" not in r.text
     assert not ChatSession.objects.filter(pk=sid).exists()
