@@ -9,7 +9,8 @@ that also creates no task for the awaitable (issue 23: no task per provider even
 
 Also here: the idle deadline of a provider's stream (:func:`idle_deadline`, one timer
 for a whole stream of events), work that must finish whatever happens to its caller
-(:func:`completes_despite_cancel`), and the long-lived loops a single cancel must end
+(:func:`completes_despite_cancel`), work its caller waits for however often it is
+cancelled meanwhile (:func:`outlasts_cancel`), and the long-lived loops a single cancel must end
 (:func:`ends_when_cancelled`).
 """
 
@@ -33,6 +34,7 @@ __all__ = [
     "deadline",
     "ends_when_cancelled",
     "idle_deadline",
+    "outlasts_cancel",
     "within",
 ]
 
@@ -152,6 +154,36 @@ async def completes_despite_cancel(coro: Coroutine[Any, Any, T]) -> T:
     _despite_cancel.add(task)
     task.add_done_callback(_despite_cancel.discard)
     return await outcome
+
+
+async def outlasts_cancel(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` in a task of its own and wait for it to end, however often the caller is cancelled meanwhile.
+
+    For the endings of a run's task (cancelled, failed, settled after a fence, the
+    completion's ``run_finished``): once an ending begins it is the task's answer to any
+    cancel, and a further one (a second Stop, a lease loss, an abandon) must not cut it,
+    which left the run live with its stream ``active`` and no writer. Unlike
+    :func:`completes_despite_cancel`, the caller stays until ``coro`` ended: the task that
+    ran the ending reports its outcome. Returns ``coro``'s result or raises its exception
+    (``asyncio.CancelledError`` only if ``coro``'s own task was cancelled, as a loop's
+    shutdown does). The cancels of the caller that came meanwhile are answered: on Python
+    3.11+ its ``cancelling()`` count is back to what it was when this began.
+    """
+    caller = asyncio.current_task()
+    cancelling = getattr(caller, "cancelling", None)
+    before = cancelling() if cancelling is not None else 0
+    task = asyncio.ensure_future(coro)
+    if caller is not None:  # named after the caller (helix-run-<id>): logs tell whose ending it is
+        task.set_name(f"{caller.get_name()}:ending")
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError:
+            continue  # the ending still decides
+    if cancelling is not None:
+        while cancelling() > before:
+            caller.uncancel()  # type: ignore[union-attr]
+    return task.result()
 
 
 def cancel_requested() -> bool:

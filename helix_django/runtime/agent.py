@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from helix_django import metrics, store
+from helix_django.deadlines import outlasts_cancel
 from helix_django.errors import (
     ProviderError,
     RunSupersededError,
@@ -132,20 +133,29 @@ class RunLoop(EndingsMixin):
                 renewer.cancel()
         except asyncio.CancelledError:
             if self.is_cancel_requested:
-                return await self._guard(self._end_cancelled())
+                return await self._ending(self._end_cancelled())
             self.writer.discard()
             if self.is_lease_lost:
-                return await self._settle_after_fence()
+                return await self._ending(self._settle_after_fence())
             # The process is going away: leave the run to the relaunch scan.
             raise
         except RunSupersededError:
             self.writer.discard()
             logger.info("run %s superseded or ended elsewhere; stopping", self.run_id)
-            return await self._settle_after_fence()
+            return await self._ending(self._settle_after_fence())
         except Exception as exc:
-            return await self._guard(self._end_failed(exc))
+            return await self._ending(self._end_failed(exc))
         finally:
-            await self.agent.provider.aclose()
+            await outlasts_cancel(self.agent.provider.aclose())
+
+    async def _ending(self, coro: Any) -> str:
+        """Run one of the task's endings to its end, whatever cancel reaches the task meanwhile; return its status.
+
+        The ending answers every cancel: a second Stop (or a lease loss, an abandon) landing
+        while it writes would leave the run live, its stream ``active`` with no writer
+        (:func:`~helix_django.deadlines.outlasts_cancel`). A fenced ending reports ``superseded``.
+        """
+        return await outlasts_cancel(self._guard(coro))
 
     async def _guard(self, coro: Any) -> str:
         try:

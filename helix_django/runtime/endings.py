@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 from helix_django import store
+from helix_django.deadlines import outlasts_cancel
 from helix_django.errors import (
     FrameworkInternalError,
     HelixError,
@@ -83,7 +84,8 @@ class EndingsMixin:
                 self.writer.restore(chunks[:-1])
             raise
         assert checkpoint.run is not None  # commit_terminal's checkpoint carries the Run it ended
-        return await self._finished(checkpoint.run, RunStatus.COMPLETED)
+        # Ended: a cancel landing in run_finished's receivers must not turn it into a cancelled ending.
+        return await outlasts_cancel(self._finished(checkpoint.run, RunStatus.COMPLETED))
 
     async def _complete_in_transaction(self, stream_id: str, completion: Completion) -> Any:
         """The database stream manager: one transaction, then readers are told; return the terminal checkpoint."""
