@@ -95,9 +95,17 @@ acurrent_run = sync_to_async(_current_run)
 
 
 def stop_started_task(entry: Entry) -> None:
-    """On the run's loop: cancel the run's task once it started; a task yet to start sees ``is_cancel_requested``
-    at the start of its run (:meth:`~helix_django.runtime.agent.RunLoop.run_forever`), where it ends ``cancelled``
-    (a cancel before a task's first step would end it without running any of it)."""
+    """On the run's loop: mark the run cancel-requested and cancel its task once it started.
+
+    A task yet to start (or not created yet: the stream claim in flight) sees
+    ``is_cancel_requested`` at the start of its run
+    (:meth:`~helix_django.runtime.agent.RunLoop.run_forever`), where it ends ``cancelled``
+    before its first step (a cancel before a task's first step would end it without
+    running any of it).
+    """
+    entry.is_cancel_requested = True
+    if entry.loop is not None:
+        entry.loop.is_cancel_requested = True
     if entry.started and entry.task is not None:
         entry.task.cancel()
 
@@ -168,7 +176,10 @@ class EntriesMixin:
         ``by`` is who asked (:class:`~helix_django.models.CancelledBy`: ``user`` for the
         owner's routes, ``staff`` for the admin); the snapshot and the partial message's
         ``helix`` metadata tell it (issue 17). The partial answer is kept, marked partial;
-        the stream ends with ``cancelled`` (not failed). Idempotent for a cancelled run.
+        the stream ends with ``cancelled`` (not failed). A run opening in this process (its
+        stream claim in flight) is ended by its own task as soon as the claim returns, before
+        its first step; a run whose task here ended without ending it (it suspended as the
+        Stop came, or went to a worker) is then cancelled detached. Idempotent for a cancelled run.
         Raises RunNotFoundError, and RunNotActionableError (``run_not_live``) for a run
         that ended otherwise: an ended run is never cancelled.
         """
@@ -191,13 +202,23 @@ class EntriesMixin:
         except RunSupersededError:
             return await aget_run(session.id, run_id)
         entry = self._entries.get(run.id)
-        if entry is not None and entry.task is not None and not entry.done.done():
-            entry.loop.is_cancel_requested = True
+        if entry is not None and entry.event_loop is not None and not entry.done.done():
+            # Executing here, or opening here (its stream claim in flight): the run's own task ends it.
+            entry.is_cancel_requested = True
             entry.event_loop.call_soon_threadsafe(stop_started_task, entry)
             try:
                 await within(asyncio.shield(asyncio.wrap_future(entry.done)), CANCEL_WAIT_SECONDS)
             except asyncio.TimeoutError:
                 logger.warning("run %s: cancel requested, task still ending", run.id)
+                return await aget_run(session.id, run_id)
+            run = await aget_run(session.id, run_id)
+            if not run.is_live or self.is_local(run.id):
+                return run
+            # Its task ended without ending it (it suspended as the Stop came, or was handed to a worker).
+            try:
+                await self._cancel_detached(run, answer)
+            except RunSupersededError:
+                pass  # it ended meanwhile: an ended run is never cancelled
         else:
             await self._cancel_detached(run, answer)
         return await aget_run(session.id, run_id)

@@ -167,7 +167,9 @@ class LocalExecutor(SendsMixin, RestartsMixin):
         joined = request.in_transaction is not None
         session._state.adding = False
         run = result.run
-        entry = self._entries[run.id] = Entry()
+        # A Stop reaches the entry from now on, through this loop (entries.stop_started_task): also while
+        # the claim below is in flight, before the run's task exists.
+        entry = self._entries[run.id] = Entry(event_loop=asyncio.get_running_loop())
         claim = manager.claimed(session.stream_id, result.joined[0]) if joined else None
         try:
             writer = StreamWriter.from_settings(manager, session.stream_id, run.id)
@@ -183,6 +185,7 @@ class LocalExecutor(SendsMixin, RestartsMixin):
                 add_continue_instruction=launch.add_continue_instruction,
                 context=result.context,
             )
+            entry.loop = loop
             if claim is not None:
                 for chunk in result.joined[1]:
                     loop.prepare(chunk)
@@ -207,6 +210,9 @@ class LocalExecutor(SendsMixin, RestartsMixin):
                 # append the message twice (002, "Wire errors").
                 raise FrameworkInternalError(cause="after_run_start") from exc
             raise
+        # A Stop that came during the claim (its call on this loop may still be queued): the run's
+        # task starts with it and ends cancelled before its first step.
+        loop.is_cancel_requested = loop.is_cancel_requested or entry.is_cancel_requested
         announced = copy.copy(run)  # the run task mutates ``run`` on this loop from now on
         self._announce(announced, rewrote_history=result.rewrote_history)
         await self._dispatch(entry, loop)

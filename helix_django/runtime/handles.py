@@ -46,6 +46,9 @@ class Entry:
     event_loop: asyncio.AbstractEventLoop | None = None
     started: bool = False
     """The run's task took its first step (a Stop before it is seen by the run at its start)."""
+    is_cancel_requested: bool = False
+    """A Stop reached this process's entry: set before its task exists too (the stream claim in flight),
+    so the run's task starts with ``is_cancel_requested`` and ends ``cancelled`` before its first step."""
 
 
 @dataclasses.dataclass
