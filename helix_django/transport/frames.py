@@ -3,10 +3,14 @@
 - chunk: ``{"type": "chunk", "sequence": N, "chunk": {...}}`` (SSE: ``id: N``);
 - terminal, from the stream's own status when the reader ends:
   ``ended`` -> ``{"type": "end", "status": <end status, "completed" by default>}``,
-  ``paused`` -> ``{"type": "end", "status": "paused"}``,
+  ``paused`` by the run's own ``suspended`` end (it waits for the browser) ->
+  ``{"type": "end", "status": "paused"}``,
   ``failed`` -> ``{"type": "fail", "error", "errorDetail"?, "recoverable": false}``;
 - a reader that ends while the stream is still active (or gone), or whose read failed:
-  ``{"type": "fail", "error", "errorDetail": {"code": "transport_stream_drop", ...}, "recoverable": true}``.
+  ``{"type": "fail", "error", "errorDetail": {"code": "transport_stream_drop", ...}, "recoverable": true}``;
+  so does one whose stream a recovery paused to fence the run's writer (recovery/scan.py,
+  ``fence_writer``; ``"cause": "run_recovering"``): the run is still live and the client
+  resumes from its cursor (:func:`is_paused_by_its_run`, the chat route's rule too).
 
 Chunks are sent without the reserved ``_run``/``_attempt``/``_step`` keys; internal
 ``helix-*`` chunks and the stored ``error`` chunk (carried by ``fail``) are not sent.
@@ -14,14 +18,50 @@ Chunks are sent without the reserved ``_run``/``_attempt``/``_step`` keys; inter
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
+
+from django.utils.translation import gettext_lazy
 
 from helix_django.errors import HelixError, NotResumableError, StreamDropError
 from helix_django.metrics import delivery_observer
 from helix_django.protocol import RUN_KEY, to_ui_chunk
-from helix_django.streams.base import ENDED, FAILED, PAUSED, StreamInfo
+from helix_django.streams.base import ENDED, FAILED, PAUSED, BaseStreamManager, StreamInfo
 from helix_django.streams.reader import ResumableReader
+
+SUSPENDED_END = "suspended"
+"""The ``helix-run-end`` status a run writes before it pauses its stream to wait for the browser."""
+
+
+def recovering_drop() -> StreamDropError:
+    """Return the retryable drop of a reader whose run a recovery fenced (``cause: run_recovering``)."""
+    return StreamDropError(gettext_lazy("The run is being recovered; resume again"), cause="run_recovering")
+
+
+async def is_paused_by_its_run(manager: BaseStreamManager, info: StreamInfo, run_ends: Mapping[Any, str]) -> bool:
+    """Whether the paused stream at ``info`` was paused by the run holding it, after its ``suspended`` end.
+
+    A run that waits for the browser writes ``helix-run-end`` ``suspended`` and then pauses
+    its stream; a recovery pauses it with no chunk to fence the run's writer, which is still
+    live (recovery/scan.py, ``fence_writer``). Only the first is a reader's clean end.
+    ``run_ends``: the ``helix-run-end`` status of each run id whose end the reader passed.
+    When the reader passed none of the holding run (its cursor was at or past that end),
+    the stream's last chunk is read (one read, for a paused stream only). False for a
+    stream that is not paused, and when that read fails (the reader's end is then a drop:
+    the client comes back). The chat route's filter applies the same rule: ``[DONE]``
+    only after the followed run's ``suspended`` end.
+    """
+    if info.status != PAUSED:
+        return False
+    status = run_ends.get(info.run_id)
+    if status is None and info.head_sequence > 0:
+        try:
+            last = await manager.read_all(info.stream_id, after=info.head_sequence - 1)
+        except HelixError:
+            return False
+        if last and last[-1][1].get(RUN_KEY) == info.run_id and last[-1][1].get("type") == "helix-run-end":
+            status = last[-1][1].get("status")
+    return status == SUSPENDED_END
 
 
 def check_cursor(from_sequence: int, info: StreamInfo) -> None:
@@ -59,8 +99,10 @@ def terminal_frame(info: StreamInfo | None, *, error: HelixError | None = None) 
             return frame
     drop = error or StreamDropError(cause="reader_ended")
     detail = {"code": StreamDropError.code, "retryable": True}
-    if error is not None and error.code != StreamDropError.code:
-        detail["cause"] = error.code
+    if error is not None:
+        cause = error.code if error.code != StreamDropError.code else error.cause
+        if cause:
+            detail["cause"] = cause
     return {"type": "fail", "error": drop.message, "errorDetail": detail, "recoverable": True}
 
 
@@ -69,13 +111,18 @@ async def stream_frames(
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Yield the chunk frames of ``reader`` and then exactly one terminal frame.
 
+    The terminal is told from the stream's status when the reader ended, except a pause:
+    ``end paused`` only when the run holding the stream wrote its ``suspended`` end
+    (:func:`is_paused_by_its_run`); a recovery's fence is a retryable drop
+    (``cause: run_recovering``) for the raw stream route and the WebSocket alike.
     ``route`` labels the delivery-lag metric (``stream``, ``websocket``; :mod:`helix_django.metrics`).
     With ``marks_waits``, None is yielded each time the reader has nothing ready (before
     it may wait): the frames since the last None were ready together (the raw stream
     route sends them in one body).
     """
     observe_lag = delivery_observer(route)
-    ended_runs: set[Any] = set()
+    run_ends: dict[Any, str] = {}
+    """The ``helix-run-end`` status of each run whose end was read."""
     try:
         while True:
             if marks_waits and not reader.ready:
@@ -88,8 +135,8 @@ async def stream_frames(
                 observe_lag(chunk)
             run = chunk.get(RUN_KEY)
             if chunk.get("type") == "helix-run-end":
-                ended_runs.add(run)
-            elif run in ended_runs:
+                run_ends.setdefault(run, str(chunk.get("status", "")))
+            elif run in run_ends:
                 continue  # a write of a run after its end (a fenced writer's retry): never shown
             frame = chunk_frame(sequence, chunk)
             if frame is not None:
@@ -99,4 +146,8 @@ async def stream_frames(
         return
     finally:
         await reader.close()
-    yield terminal_frame(reader.last_info)
+    info = reader.last_info
+    if info is not None and info.status == PAUSED and not await is_paused_by_its_run(reader.manager, info, run_ends):
+        yield terminal_frame(None, error=recovering_drop())
+        return
+    yield terminal_frame(info)

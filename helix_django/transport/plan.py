@@ -15,8 +15,9 @@ from typing import Any, NamedTuple
 from helix_django.errors import HelixError, StreamDropError
 from helix_django.metrics import delivery_observer
 from helix_django.models import Run, RunStatus
-from helix_django.streams.base import ENDED, BaseStreamManager, StoredChunk, StreamInfo
+from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.streams.reader import ResumableReader
+from helix_django.transport.frames import recovering_drop
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
 from helix_django.transport.sse import DONE as DONE_FRAME
 from helix_django.transport.sse import error_frame, frame
@@ -237,7 +238,8 @@ def _terminal_frames(
     is told from the stream's own status. Anything else is a drop (retryable), a paused
     stream included: a run that waits for the browser wrote its ``suspended`` end first
     (the filter's ``[DONE]``), so a pause without it is a recovery fencing the run's
-    writer (recovery/scan.py, ``fence_writer``), whose ending follows.
+    writer (recovery/scan.py, ``fence_writer``), whose ending follows (``cause:
+    run_recovering``, as on the raw stream route and the WebSocket: :mod:`.frames`).
     """
     if response_filter.terminal == ERROR:
         return []
@@ -248,6 +250,8 @@ def _terminal_frames(
     if info is not None and info.status == ENDED:
         abort = [frame(dict(ABORT_CHUNK))] if info.end_status == "cancelled" else []
         return [*abort, DONE_FRAME]
+    if info is not None and info.status == PAUSED:  # no suspended end: a fence (frames.is_paused_by_its_run)
+        return [error_frame(recovering_drop().to_body())]
     if run is not None and run.status == RunStatus.COMPLETED and reader is None:
         return [DONE_FRAME]
     return [error_frame(_final_error(run))]

@@ -41,7 +41,7 @@ from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ACTIVE, FAILED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.transport.chat_request import ChatRequest
-from helix_django.transport.frames import check_cursor
+from helix_django.transport.frames import check_cursor, recovering_drop
 from helix_django.transport.plan import ResponsePlan, plan_from_chunks, read_plan
 from helix_django.transport.prefix import prefix_chunks
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
@@ -185,7 +185,7 @@ async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0)
             if live.info.status == PAUSED and run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
                 # Paused but not waiting for the browser: a recovery fenced the run's writer and is
                 # deciding its ending (recovery/scan.py, fence_writer). Ask the client to come back.
-                raise StreamDropError(gettext_lazy("The run is being recovered; resume again"), cause="run_recovering")
+                raise recovering_drop()
             if request.cursor is not None:
                 check_cursor(request.cursor, live.info)
         except HelixError:
