@@ -98,7 +98,7 @@ class HandoffExecutor(LocalExecutor, abc.ABC):
             logger.error(
                 "run %s could not be handed to a %s worker: %s", handle.run_id, self.worker_kind, type(exc).__name__
             )
-            await self.runner.call(loop._guard(loop._end_failed(exc)))
+            await self.runner.call(loop._ending(loop._end_failed(exc)))
         return handle
 
     @abc.abstractmethod
