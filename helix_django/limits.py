@@ -11,8 +11,11 @@
   ``{"error": "tool_result_too_large", "sizeBytes", "limitBytes"}`` result, never run
   again); a client submitting more gets 413 ``validation_payload_too_large``,
   ``cause: "tool_result"``.
-- ``MAX_REQUEST_BYTES`` and ``MAX_REQUEST_PARTS``: the largest request body, and the most
-  message parts in one chat body (:mod:`helix_django.transport.chat_request`).
+- ``MAX_REQUEST_BYTES`` and ``MAX_REQUEST_PARTS``: the largest request body on every helix
+  route (the chat and stream routes, the WebSocket, the REST API: :func:`request_too_large`
+  is the one refusal, :func:`read_request_body` the REST API's bounded read, in place of
+  Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``), and the most message parts in one chat body
+  (:mod:`helix_django.transport.chat_request`).
 - ``MAX_MESSAGE_BYTES`` (default 2 MiB): the largest stored message, as UTF-8 JSON
   ``{id, role, parts, metadata}``. A sent message over it is refused by the run-start
   commit (413 ``validation_message_too_large``, ``cause: "message"``, nothing written);
@@ -28,14 +31,18 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
 from django.core.checks import Error, Warning
+from django.http import HttpRequest
+from django.utils.translation import gettext_lazy
 
 from helix_django.conf import helix_settings
-from helix_django.errors import MessageTooLargeError, ResponseTooLargeError
+from helix_django.errors import MessageTooLargeError, PayloadTooLargeError, ResponseTooLargeError, ValidationError
 
 Chunk = dict[str, Any]
 DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
@@ -98,6 +105,71 @@ def tool_result_too_large(result: Any) -> dict[str, Any] | None:
     limit = helix_settings.MAX_TOOL_RESULT_BYTES
     size = json_size(result)
     return {"error": "tool_result_too_large", "sizeBytes": size, "limitBytes": limit} if size > limit else None
+
+
+def request_too_large(size_bytes: int | None, *, limit_bytes: int | None = None) -> PayloadTooLargeError:
+    """Return the refusal of a request body over the limit: 413 ``validation_payload_too_large``.
+
+    ``cause: "request_body"``, not retryable, ``limitBytes`` (``limit_bytes``, default
+    ``MAX_REQUEST_BYTES``) and ``sizeBytes`` (what was declared or read so far; left out when
+    unknown). Every helix route refuses an oversized body with it.
+    """
+    extra: dict[str, Any] = {"limitBytes": helix_settings.MAX_REQUEST_BYTES if limit_bytes is None else limit_bytes}
+    if size_bytes is not None:
+        extra["sizeBytes"] = size_bytes
+    return PayloadTooLargeError(cause="request_body", retryable=False, **extra)
+
+
+def declared_body_bytes(value: str | None) -> int | None:
+    """Return a ``Content-Length`` header's value, or None when absent.
+
+    Raises ValidationError (400, ``cause: "content_length"``) for a value that is not a
+    plain decimal number.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if not (value.isascii() and value.isdigit()) or len(value) > 18:
+        raise ValidationError(gettext_lazy("Invalid Content-Length header"), cause="content_length")
+    return int(value)
+
+
+def read_request_body(request: HttpRequest) -> bytes:
+    """Return the body of Django ``request``, bounded by ``MAX_REQUEST_BYTES`` (not ``DATA_UPLOAD_MAX_MEMORY_SIZE``).
+
+    A ``Content-Length`` over the limit is refused before the body is read; a body read
+    past the limit is refused too (:func:`request_too_large`). The body is then preset on
+    the request (``request.body`` returns it), so DRF's parsers and anything else reading
+    ``request.body`` get it instead of Django's ``RequestDataTooBig``. A body some
+    middleware already read (within Django's own limit) is returned as it is, bounded alike;
+    a chunked body gets the ``CONTENT_LENGTH`` it was read with, so DRF parses it as the
+    chat route does.
+    Raises ValidationError for a malformed ``Content-Length``.
+    """
+    limit = helix_settings.MAX_REQUEST_BYTES
+    if hasattr(request, "_body"):
+        if len(request._body) > limit:
+            raise request_too_large(len(request._body))
+        return request._body
+    declared = declared_body_bytes(request.META.get("CONTENT_LENGTH") or None)
+    if declared is not None and declared > limit:
+        raise request_too_large(declared)
+    if getattr(request, "_read_started", False):  # a middleware consumed the stream: nothing left to bound
+        return b""
+    stream = request._stream  # type: ignore[attr-defined]
+    if hasattr(stream, "seekable") and stream.seekable():  # ASGI: spooled whole; measure before loading it
+        size = stream.seek(0, os.SEEK_END)
+        stream.seek(0)
+        if size > limit:
+            raise request_too_large(size)
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        raise request_too_large(max(len(body), declared or 0))
+    request._body = body  # what HttpRequest.body caches once read
+    request._stream = io.BytesIO(body)  # type: ignore[attr-defined]
+    if declared is None:  # a chunked body, read whole: DRF parses only a body of a declared length
+        request.META["CONTENT_LENGTH"] = str(len(body))
+    return body
 
 
 def check_message_size(message: dict[str, Any], *, field: str | None = None) -> None:

@@ -3,7 +3,8 @@
 :func:`helix_exception_handler` is installed by :class:`helix_django.api.views.HelixAPIView`
 through ``get_exception_handler()``, so the host's ``REST_FRAMEWORK`` stays untouched.
 A ``HelixError`` keeps its status and ``to_body()``; DRF's own exceptions map to typed
-equivalents; anything else is ``framework_internal_error`` (500) without its text.
+equivalents, Django's ``RequestDataTooBig`` to the 413 ``validation_payload_too_large`` of
+every oversized body; anything else is ``framework_internal_error`` (500) without its text.
 Validation errors name the offending fields, never their values.
 """
 
@@ -13,7 +14,8 @@ import logging
 import math
 from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from django.utils.translation import gettext_lazy
@@ -33,6 +35,7 @@ from helix_django.errors import (
     UnsupportedMediaTypeError,
     ValidationError,
 )
+from helix_django.limits import request_too_large
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +46,12 @@ def _fields(detail: Any) -> list[str]:
     return []
 
 
-def to_helix_error(exc: BaseException) -> HelixError:
-    """Return the typed error for any exception raised by a DRF endpoint."""
+def to_helix_error(exc: BaseException, request: Any = None) -> HelixError:
+    """Return the typed error for any exception raised by a DRF endpoint (``request``: the one it refused)."""
     if isinstance(exc, HelixError):
         return exc
+    if isinstance(exc, RequestDataTooBig):  # Django's own guard, if something read the body before helix did
+        return _data_too_big(request)
     if isinstance(exc, Http404 | exceptions.NotFound):
         return SessionNotFoundError()
     if isinstance(exc, exceptions.NotAuthenticated):
@@ -77,12 +82,20 @@ def to_helix_error(exc: BaseException) -> HelixError:
     return FrameworkInternalError()
 
 
+def _data_too_big(request: Any) -> HelixError:
+    """Django's ``RequestDataTooBig``, as the typed 413 (``limitBytes``: ``DATA_UPLOAD_MAX_MEMORY_SIZE``)."""
+    declared = getattr(request, "META", {}).get("CONTENT_LENGTH") or ""
+    size = int(declared) if declared.isascii() and declared.isdigit() else None
+    return request_too_large(size, limit_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
 def helix_exception_handler(exc: BaseException, context: dict[str, Any]) -> Response:
     """DRF exception handler: the typed body and status of ``exc``.
 
-    A retryable 503 gets ``Retry-After: 1``; a 429 the throttle's wait.
+    A retryable 503 gets ``Retry-After: 1``; a 429 the throttle's wait. Django's
+    ``RequestDataTooBig`` is the typed 413 ``validation_payload_too_large``, never a 500.
     """
-    error = to_helix_error(exc)
+    error = to_helix_error(exc, context.get("request"))
     headers: dict[str, str] = {}
     if error.status == 503 and error.is_retryable:
         headers["Retry-After"] = "1"

@@ -51,6 +51,7 @@ from helix_django.errors import (
 )
 from helix_django.ids import new_id
 from helix_django.jsonbody import load_json
+from helix_django.limits import read_request_body
 from helix_django.models import ChatSession, Run
 from helix_django.snapshot import abuild_snapshot
 from helix_django.store import delete_session, get_or_create_session
@@ -129,7 +130,14 @@ class HelixAPIView(APIView):
         return helix_exception_handler
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        """Authenticate, then enforce CSRF for anonymous cookie owners on unsafe methods."""
+        """Bound the body, authenticate, then enforce CSRF for anonymous cookie owners on unsafe methods.
+
+        The body is read here, bounded by ``MAX_REQUEST_BYTES`` as on the chat route
+        (:func:`helix_django.limits.read_request_body`): 413 ``validation_payload_too_large``
+        over it, before authentication; Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` does not
+        apply to helix's bodies.
+        """
+        read_request_body(request._request)
         super().initial(request, *args, **kwargs)
         if not request.user.is_authenticated:
             enforce_anonymous_csrf(request._request)

@@ -16,8 +16,9 @@ from urllib.parse import parse_qs
 
 from django.utils.translation import gettext_lazy
 
-from helix_django.errors import PayloadTooLargeError, ValidationError
+from helix_django.errors import ValidationError
 from helix_django.ids import parse_cursor
+from helix_django.limits import declared_body_bytes, request_too_large
 from helix_django.transport.sse import KEEP_ALIVE, STREAM_OPEN, Send, log_unexpected
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -92,12 +93,9 @@ async def read_body(scope: dict[str, Any], receive: Receive, *, max_bytes: int) 
     a chunked body is refused as soon as it passes the limit. Raises ValidationError for
     a malformed ``Content-Length`` and ClientDisconnected when the client leaves.
     """
-    declared = header(scope, "content-length")
-    if declared is not None:
-        if not (declared.isascii() and declared.isdigit()) or len(declared) > 18:
-            raise ValidationError(gettext_lazy("Invalid Content-Length header"), cause="content_length")
-        if int(declared) > max_bytes:
-            raise _too_large(max_bytes, int(declared))
+    declared = declared_body_bytes(header(scope, "content-length"))
+    if declared is not None and declared > max_bytes:
+        raise request_too_large(declared, limit_bytes=max_bytes)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -107,14 +105,10 @@ async def read_body(scope: dict[str, Any], receive: Receive, *, max_bytes: int) 
         body = message.get("body", b"")
         size += len(body)
         if size > max_bytes:
-            raise _too_large(max_bytes, size)
+            raise request_too_large(size, limit_bytes=max_bytes)
         chunks.append(body)
         if not message.get("more_body", False):
             return b"".join(chunks)
-
-
-def _too_large(limit: int, size: int) -> PayloadTooLargeError:
-    return PayloadTooLargeError(cause="request_body", retryable=False, limitBytes=limit, sizeBytes=size)
 
 
 async def wait_for_disconnect(receive: Receive) -> None:

@@ -39,9 +39,10 @@ from django.utils.translation import gettext_lazy
 from helix_django.api.ownership import get_owned_session, owner_for
 from helix_django.conf import helix_settings
 from helix_django.deadlines import completes_despite_cancel
-from helix_django.errors import PayloadTooLargeError, SessionNotFoundError, ValidationError, as_helix_error
+from helix_django.errors import SessionNotFoundError, ValidationError, as_helix_error
 from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
 from helix_django.jsonbody import load_json, run_off_loop
+from helix_django.limits import request_too_large
 from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
 from helix_django.streams import get_stream_manager
@@ -85,7 +86,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         try:
             size = len(text.encode("utf-8", "surrogatepass"))
             if size > limit:
-                raise PayloadTooLargeError(cause="request_body", limitBytes=limit, sizeBytes=size)
+                raise request_too_large(size, limit_bytes=limit)
             content = load_json(text, known_fields=KNOWN_FIELDS | {"request_key", "from_sequence", "run_id"})
         except ValidationError as exc:
             await self.send_error(exc)
