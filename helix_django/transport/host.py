@@ -102,8 +102,16 @@ setting_changed.connect(_reset_handler)
 
 
 def build_request(scope: dict[str, Any], body: bytes) -> HttpRequest:
-    """Return the Django request of an ASGI HTTP ``scope`` whose whole ``body`` was read."""
-    return ASGIRequest(scope, io.BytesIO(body))
+    """Return the Django request of an ASGI HTTP ``scope`` whose whole ``body`` was read.
+
+    The body is preset (``request.body`` returns it): the route read and bounded it by
+    ``MAX_REQUEST_BYTES`` already, so a host middleware reading ``request.body`` (logging,
+    signature checks) gets these bytes, never Django's ``RequestDataTooBig`` for a body over
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``. Django's guard stays as it is for every other view.
+    """
+    request = ASGIRequest(scope, io.BytesIO(body))
+    request._body = body  # what HttpRequest.body caches once it has read the stream
+    return request
 
 
 def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest], Any]) -> HostAnswer:
