@@ -12,7 +12,9 @@ code; it never echoes free text from a cause (an exception's text, a prompt, a t
 argument). Released ``code`` strings never change.
 
 Messages are for people, so they are translated (gettext_lazy, resolved in the language
-active when the error is made: the request's); codes stay English identifiers. The
+active when the error is rendered, :attr:`HelixError.message` and :meth:`HelixError.to_body`:
+the routes render every refusal in the request's language, even one made before that
+language was known, such as a malformed body); codes stay English identifiers. The
 ``errorDetail`` kept on a run (:meth:`HelixError.to_detail`) keeps the English text: it is
 stored once and read by whoever opens the run later. ``stream_failed``'s message is the
 reference's wire marker and stays as it is.
@@ -44,10 +46,14 @@ class HelixError(Exception):
 
     def __init__(self, message: str | Promise | None = None, *, cause: str | None = None, **extra: Any) -> None:
         self._text = message or self.default_message
-        self.message: str = str(self._text)
         self.cause = cause
         self.extra = extra
-        super().__init__(self.message)
+        super().__init__(str(self._text))
+
+    @property
+    def message(self) -> str:
+        """The message for people, in the language active now (a lazy message is translated here)."""
+        return str(self._text)
 
     @property
     def is_retryable(self) -> bool:

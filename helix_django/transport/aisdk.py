@@ -132,9 +132,11 @@ class AISDKStreamConsumer(ChatConsumer):
             return
         await super().__call__(scope, receive, send)
 
-    async def refuse(self, send: Send, exc: BaseException, headers: list[tuple[bytes, bytes]]) -> None:
+    async def refuse(
+        self, send: Send, exc: BaseException, headers: list[tuple[bytes, bytes]], *, language: str | None = None
+    ) -> None:
         """Answer ``204`` where the chat route answers 404: a chat that does not exist has nothing to resume."""
         if isinstance(exc, SessionNotFoundError):
             await send_empty(send, 204, headers=headers)
             return
-        await super().refuse(send, exc, headers)
+        await super().refuse(send, exc, headers, language=language)

@@ -5,8 +5,8 @@ A request whose trailing message is a new user message (or a tool-result continu
 a regenerate, an edit, or any keyed send) calls ``executor.execute()`` and streams only
 the new run's chunks, read after the handle's ``from_sequence`` (the run's start); anything
 else is a resume (:mod:`helix_django.transport.resume`). Refusals are typed JSON
-(``HelixError.to_body()``) with their status; once streaming, a failure is one ``error``
-chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
+(``HelixError.to_body()``) with their status, in the request's language; once streaming,
+a failure is one ``error`` chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
 and the run goes on.
 
 One trip to the ORM's thread before the first byte (issue 23): the body is read and
@@ -236,9 +236,11 @@ class ChatConsumer:
         """Return an ASGI application instance (Channels' naming)."""
         return cls()
 
-    async def refuse(self, send: Any, exc: BaseException, headers: list[tuple[bytes, bytes]]) -> None:
-        """Send the typed refusal of ``exc`` (a route built on this one may answer some otherwise)."""
-        await send_error(send, exc, headers=headers)
+    async def refuse(
+        self, send: Any, exc: BaseException, headers: list[tuple[bytes, bytes]], *, language: str | None = None
+    ) -> None:
+        """Send the typed refusal of ``exc`` in ``language`` (a route built on this one may answer some otherwise)."""
+        await send_error(send, exc, headers=headers, language=language)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Serve one request through the host's middleware (:mod:`~helix_django.transport.host`)."""
@@ -270,6 +272,7 @@ class ChatConsumer:
         ``watch`` watches the client from the planning on: the response keeps it (one watcher per request).
         """
         headers: list[tuple[bytes, bytes]] = []
+        language: str | None = None
         watch: DisconnectWatch | None = None
         try:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
@@ -283,7 +286,7 @@ class ChatConsumer:
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None
-            headers = answer.headers
+            headers, language = answer.headers, answer.language
             admitted = answer.unwrap()
             headers = headers + admitted.caller.identity.set_cookies
             if admitted.error is not None:
@@ -306,7 +309,7 @@ class ChatConsumer:
             log_unexpected("chat route", exc)
             if isinstance(exc, MethodNotAllowedError):
                 headers = [*headers, (b"allow", b"GET, POST")]
-            await self.refuse(send, exc, headers)
+            await self.refuse(send, exc, headers, language=language)
             return None
         except BaseException:  # the server cancelled the request
             if watch is not None:

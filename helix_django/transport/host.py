@@ -33,6 +33,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.base import BaseHandler
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.utils import translation
 from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
@@ -58,6 +59,9 @@ class HostAnswer:
     """What the route's view returned."""
     error: BaseException | None = None
     """What the route's view raised (re-raised by :meth:`unwrap`)."""
+    language: str | None = None
+    """The language active in the route's view (the host's ``LocaleMiddleware`` picks the request's):
+    the route renders its refusals in it (:func:`helix_django.transport.sse.send_error`)."""
 
     def unwrap(self) -> Any:
         """Return the view's value, or raise the exception it raised."""
@@ -130,6 +134,7 @@ def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest
 
     @csrf_exempt
     def helix_view(inner: HttpRequest) -> HttpResponse:
+        answer.language = translation.get_language()
         try:
             answer.value = view(inner)
         except Exception as exc:  # rendered by the route, typed, with the middleware's headers

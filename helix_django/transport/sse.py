@@ -14,6 +14,7 @@ the socket at once (no buffering).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -22,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils import translation
 
 from helix_django.errors import HelixError, as_helix_error
 
@@ -97,20 +99,35 @@ async def send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
-async def send_error(send: Send, exc: BaseException, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+def rendering_language(language: str | None) -> contextlib.AbstractContextManager[None]:
+    """Return a context rendering messages in ``language`` (the request's); None: the active language."""
+    return translation.override(language) if language else contextlib.nullcontext()
+
+
+async def send_error(
+    send: Send,
+    exc: BaseException,
+    *,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    language: str | None = None,
+) -> None:
     """Send the typed error response of ``exc`` (an untyped error becomes ``framework_internal_error``).
 
-    A retryable 503 carries ``Retry-After: 1`` (002, "The run-start window"); a 429 the
-    throttle's wait.
+    The message is rendered in ``language``: the request's, as the host's middleware
+    activated it (:attr:`helix_django.transport.host.HostAnswer.language`), whenever the
+    error was made. A retryable 503 carries ``Retry-After: 1`` (002, "The run-start
+    window"); a 429 the throttle's wait.
     """
     error = as_helix_error(exc)
+    with rendering_language(language):
+        body = error.to_body()
     extra = list(headers or [])
     if error.status == 503 and error.is_retryable:
         extra.append((b"retry-after", b"1"))
     elif error.status == 429:
         wait = error.extra.get("retryAfterSeconds") or 1
         extra.append((b"retry-after", str(math.ceil(wait)).encode()))
-    await send_json(send, error.status, error.to_body(), headers=extra)
+    await send_json(send, error.status, body, headers=extra)
 
 
 async def send_empty(send: Send, status: int = 204, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -102,6 +102,7 @@ class StreamConsumer:
         before it, so it reads again only after a write.
         """
         headers: list[tuple[bytes, bytes]] = []
+        language: str | None = None
         waiter = None
         try:
             body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
@@ -109,7 +110,7 @@ class StreamConsumer:
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None
-            headers = answer.headers
+            headers, language = answer.headers, answer.language
             identity, session, from_sequence = answer.unwrap()
             headers = headers + identity.set_cookies
             manager = get_stream_manager()
@@ -124,7 +125,7 @@ class StreamConsumer:
             if waiter is not None:
                 waiter.cancel()
             log_unexpected("stream route", exc)
-            await send_error(send, exc, headers=headers)
+            await send_error(send, exc, headers=headers, language=language)
             return None
         reader = ResumableReader(
             manager,

@@ -6,6 +6,8 @@ whoever opens the run.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -39,3 +41,86 @@ def test_a_german_browser_gets_a_german_refusal_over_http(settings):
     assert response.status_code == 404
     assert response.json()["code"] == "state_session_not_found"
     assert response.json()["error"] == "Sitzung nicht gefunden"
+
+
+@pytest.fixture
+def german_site(settings):
+    """tests.settings with LocaleMiddleware (after the session middleware, as Django documents it)."""
+    session, *others = settings.MIDDLEWARE
+    settings.MIDDLEWARE = [session, "django.middleware.locale.LocaleMiddleware", *others]
+    return settings
+
+
+@pytest.fixture
+def token_header(transactional_db):
+    from rest_framework.authtoken.models import Token
+
+    user = get_user_model().objects.create_user("de-sender", password="pw")
+    return (b"authorization", f"Token {Token.objects.create(user=user).key}".encode())
+
+
+async def chat_call(method, path, headers, body=b""):
+    from channels.testing import HttpCommunicator
+
+    from tests.asgi import application
+
+    communicator = HttpCommunicator(application, method, path, body=body, headers=headers)
+    response = await communicator.get_response(timeout=20)
+    return response["status"], json.loads(response["body"])
+
+
+SID = "s_de_refusals"
+MESSAGE = {"id": "m_de", "role": "user", "parts": [{"type": "text", "text": "hallo"}]}
+
+
+CURSOR = [(b"x-resume-from-sequence", b"abc")]
+#: Refusals of the chat routes, each ``(method, path under the prefix, headers, body, (status, cause, error))``.
+REFUSALS = [
+    pytest.param(
+        "POST", f"sessions/{SID}/chat", [], b"{not json", (400, "json", "Fehlerhafter JSON-Körper"), id="json"
+    ),
+    pytest.param(
+        "POST",
+        f"sessions/{SID}/chat",
+        [],
+        b'{"messages": []}',
+        (400, "messages", "Der Körper enthält keine Nachricht"),
+        id="no-message",
+    ),
+    pytest.param(
+        "GET", f"sessions/{SID}/chat", CURSOR, b"", (400, "cursor", "Ungültiger Fortsetzungs-Cursor"), id="chat-cursor"
+    ),
+    pytest.param(
+        "GET",
+        f"sessions/{SID}/stream",
+        CURSOR,
+        b"",
+        (400, "cursor", "Ungültiger Fortsetzungs-Cursor"),
+        id="stream-cursor",
+    ),
+    pytest.param("PUT", f"sessions/{SID}/chat", [], b"", (405, None, "Methode nicht erlaubt"), id="405"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "extra", "body", "expected"), REFUSALS)
+@pytest.mark.django_db(transaction=True)
+async def test_every_chat_route_refusal_is_german_in_a_german_request(
+    german_site, token_header, method, path, extra, body, expected
+):
+    german_site.HELIX = {**german_site.HELIX, "MAX_REQUEST_BYTES": 2048}
+    headers = [token_header, (b"accept-language", b"de"), (b"content-type", b"application/json"), *extra]
+    status, answer = await chat_call(method, f"/helix/api/{path}", headers, body)
+    assert (status, answer.get("cause"), answer["error"]) == expected
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rest_body_over_max_request_bytes_is_refused_in_german(german_site, token_header):
+    german_site.HELIX = {**german_site.HELIX, "MAX_REQUEST_BYTES": 2048}
+    client = Client(HTTP_AUTHORIZATION=token_header[1].decode())
+    body = json.dumps({"title": "x" * 3000})
+    response = client.post("/helix/api/sessions/", body, content_type="application/json", HTTP_ACCEPT_LANGUAGE="de")
+    assert response.status_code == 413
+    assert (response.json()["code"], response.json()["error"]) == (
+        "validation_payload_too_large",
+        "Anfragekörper zu groß",
+    )
