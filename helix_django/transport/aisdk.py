@@ -31,8 +31,9 @@ from django.utils.translation import gettext_lazy
 from helix_django.conf import helix_settings
 from helix_django.errors import MethodNotAllowedError, SessionNotFoundError, ValidationError
 from helix_django.transport.chat import ChatConsumer
+from helix_django.transport.host import send_refusal
 from helix_django.transport.http import ClientDisconnected, Receive, header, read_body
-from helix_django.transport.sse import Send, log_unexpected, send_empty, send_error
+from helix_django.transport.sse import Send, log_unexpected, send_empty
 
 #: Prefix of the request keys derived from a user message id (valid ``X-Helix-Request-Key`` text).
 IMPLIED_KEY_PREFIX = "uimsg:"
@@ -112,7 +113,7 @@ class AISDKChatConsumer:
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
             log_unexpected("AI SDK chat route", exc)
             headers = [(b"allow", b"POST")] if isinstance(exc, MethodNotAllowedError) else []
-            await send_error(send, exc, headers=headers)
+            await send_refusal(send, scope, exc, headers=headers)
             return
         await self.chat(_with_route(scope, session_id, request_key), _replayed(raw, receive), send)
 
@@ -128,7 +129,7 @@ class AISDKStreamConsumer(ChatConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         """Serve a resume; any other method is 405 ``validation_method_not_allowed``."""
         if scope["type"] == "http" and scope["method"] != "GET":
-            await send_error(send, MethodNotAllowedError(), headers=[(b"allow", b"GET")])
+            await send_refusal(send, scope, MethodNotAllowedError(), headers=[(b"allow", b"GET")])
             return
         await super().__call__(scope, receive, send)
 

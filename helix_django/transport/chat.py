@@ -5,8 +5,10 @@ A request whose trailing message is a new user message (or a tool-result continu
 a regenerate, an edit, or any keyed send) calls ``executor.execute()`` and streams only
 the new run's chunks, read after the handle's ``from_sequence`` (the run's start); anything
 else is a resume (:mod:`helix_django.transport.resume`). Refusals are typed JSON
-(``HelixError.to_body()``) with their status, in the request's language; once streaming,
-a failure is one ``error`` chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
+(``HelixError.to_body()``) with their status, every one through the host's middleware
+(its headers) and in the request's language, a body refused unread included
+(:func:`~helix_django.transport.host.refusal_through_host`); once streaming, a failure is one ``error``
+chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
 and the run goes on.
 
 One trip to the ORM's thread before the first byte (issue 23): the body is read and
@@ -47,7 +49,7 @@ from helix_django.transport.chat_send import (
     plan_handle,
     plan_send,
 )
-from helix_django.transport.host import HostAnswer, send_host_response, through_host
+from helix_django.transport.host import HostAnswer, refusal_through_host, send_host_response, through_host
 from helix_django.transport.http import (
     ClientDisconnected,
     DisconnectWatch,
@@ -275,14 +277,18 @@ class ChatConsumer:
         language: str | None = None
         watch: DisconnectWatch | None = None
         try:
-            body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            parsed = await _parse(scope, body)
-            admitting = _admit_and_open(scope, body, parsed)
-            if is_plain_chat_send(parsed[0]):
-                # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
-                answer = await completes_despite_cancel(admitting)
+            try:
+                body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
+            except ValidationError as exc:  # refused unread: still the view's result in the host's middleware
+                answer = await sync_to_async(refusal_through_host)(scope, exc)
             else:
-                answer = await admitting  # starts no run: no task of its own (a resume open, issue 23)
+                parsed = await _parse(scope, body)
+                admitting = _admit_and_open(scope, body, parsed)
+                if is_plain_chat_send(parsed[0]):
+                    # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
+                    answer = await completes_despite_cancel(admitting)
+                else:
+                    answer = await admitting  # starts no run: no task of its own (a resume open, issue 23)
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None

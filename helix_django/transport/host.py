@@ -19,11 +19,18 @@ anyway:
 
 The middleware sees a placeholder ``200`` with an empty body, not the stream: middleware
 that rewrites bodies (GZip, ETags) leaves a streamed SSE response alone, as it must.
+
+A refusal the route makes before its view can run (a body over ``MAX_REQUEST_BYTES``, a
+malformed ``Content-Length``) goes through the host's middleware too, as the view's result
+(:func:`send_refusal`): it carries the middleware's headers (CORS, so a browser app on
+another origin can read the typed error) and is rendered in the request's language. Only a
+``Host`` that ``ALLOWED_HOSTS`` refuses is answered before any middleware, as Django does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +45,8 @@ from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
 from helix_django.errors import ValidationError
+from helix_django.orm import sync_to_async
+from helix_django.transport.sse import send_error
 
 #: Headers of the placeholder that describe its (empty) body, never copied to the route's response.
 _BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding", "etag", "last-modified"})
@@ -149,6 +158,39 @@ def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest
         return answer
     answer.headers = response_headers(response, skip=_BODY_HEADERS)
     return answer
+
+
+def _raise(exc: BaseException, request: HttpRequest) -> None:
+    raise exc
+
+
+def refusal_through_host(scope: dict[str, Any], exc: BaseException) -> HostAnswer:
+    """Run the host's middleware around a view that raises ``exc``; synchronous (the ORM's thread).
+
+    For a refusal made before the route's view (its body unread or refused): the view sees
+    an empty body. Returns the :class:`HostAnswer` (``error`` is ``exc`` unless a middleware
+    answered by itself); raises ValidationError (``cause: host``) as :func:`through_host` does.
+    """
+    return through_host(scope, b"", functools.partial(_raise, exc))
+
+
+async def send_refusal(
+    send: Any, scope: dict[str, Any], exc: BaseException, *, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Send the typed refusal of ``exc``, made before the route's view, through the host's middleware.
+
+    It gets the middleware's headers (plus ``headers``) and the request's language; a
+    middleware that answers by itself is answered with; a disallowed ``Host`` is its own typed 400.
+    """
+    try:
+        answer = await sync_to_async(refusal_through_host)(scope, exc)
+    except ValidationError as bad_host:
+        await send_error(send, bad_host)
+        return
+    if answer.response is not None:
+        await send_host_response(send, answer.response)
+        return
+    await send_error(send, exc, headers=[*answer.headers, *(headers or [])], language=answer.language)
 
 
 def response_headers(response: HttpResponseBase, *, skip: frozenset[str] = frozenset()) -> list[tuple[bytes, bytes]]:

@@ -17,7 +17,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from helix_django.conf import helix_settings
-from helix_django.errors import MethodNotAllowedError, StreamNotFoundError
+from helix_django.errors import MethodNotAllowedError, StreamNotFoundError, ValidationError
 from helix_django.ids import validate_session_id
 from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
@@ -26,7 +26,7 @@ from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.auth import Identity, authenticate
 from helix_django.transport.frames import check_cursor, stream_frames
-from helix_django.transport.host import send_host_response, through_host
+from helix_django.transport.host import refusal_through_host, send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, request_cursor
 from helix_django.transport.plan import BODY_BYTES
 from helix_django.transport.sse import RAW_STREAM_HEADERS, frame, log_unexpected, send_error
@@ -105,8 +105,12 @@ class StreamConsumer:
         language: str | None = None
         waiter = None
         try:
-            body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            answer = await sync_to_async(through_host)(scope, body, functools.partial(_admit, scope))
+            try:
+                body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
+            except ValidationError as exc:  # refused unread: still the view's result in the host's middleware
+                answer = await sync_to_async(refusal_through_host)(scope, exc)
+            else:
+                answer = await sync_to_async(through_host)(scope, body, functools.partial(_admit, scope))
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None

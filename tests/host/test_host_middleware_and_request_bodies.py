@@ -11,13 +11,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 
-from tests.host.conftest import HOST, call, new_session_id, send_body
+from tests.host.conftest import HOST, ORIGIN, call, new_session_id, send_body
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+FROM_APP = (b"origin", ORIGIN.encode())
 JSON = (b"content-type", b"application/json")
 DIGEST = "tests.host.middleware.BodyDigestMiddleware"
 
@@ -47,3 +49,28 @@ async def test_djangos_body_limit_still_guards_the_hosts_own_views(body_reading_
     request = RequestFactory().post("/admin/login/", data=b"x" * 5000, content_type="application/octet-stream")
     with pytest.raises(RequestDataTooBig):
         request.body  # noqa: B018 - the property is what raises
+
+
+@pytest.mark.parametrize(
+    ("method", "route"),
+    [("POST", "sessions/{sid}/chat"), ("POST", "chat"), ("GET", "sessions/{sid}/stream")],
+    ids=["chat", "ai-sdk-chat", "stream"],
+)
+async def test_a_body_over_max_request_bytes_is_refused_with_the_hosts_cors_headers(settings, jwt_user, method, route):
+    settings.HELIX = {**settings.HELIX, "MAX_REQUEST_BYTES": 2048}
+    _user, auth = jwt_user
+    sid = new_session_id()
+    body = send_body(sid, "x" * 4000)
+    path = "/helix/api/" + route.format(sid=sid)
+    status, headers, answer = await call(method, path, [HOST, FROM_APP, auth, JSON], body)
+    assert status == 413
+    assert json.loads(answer) == {
+        "error": "Request body too large",
+        "code": "validation_payload_too_large",
+        "retryable": False,
+        "cause": "request_body",
+        "limitBytes": 2048,
+        "sizeBytes": len(body),
+    }
+    assert headers[b"access-control-allow-origin"] == ORIGIN.encode()
+    assert headers[b"x-frame-options"] == b"DENY"  # the host's clickjacking middleware ran too

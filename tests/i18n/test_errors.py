@@ -99,6 +99,26 @@ REFUSALS = [
         id="stream-cursor",
     ),
     pytest.param("PUT", f"sessions/{SID}/chat", [], b"", (405, None, "Methode nicht erlaubt"), id="405"),
+    # Refused before the route's view (the body unread or not the chat route's yet): through the host's middleware.
+    pytest.param(
+        "POST",
+        f"sessions/{SID}/chat",
+        [],
+        json.dumps({"messages": [MESSAGE], "pad": "x" * 3000}).encode(),
+        (413, "request_body", "Anfragekörper zu groß"),
+        id="chat-413",
+    ),
+    pytest.param(
+        "GET",
+        f"sessions/{SID}/stream",
+        [],
+        b"x" * 3000,
+        (413, "request_body", "Anfragekörper zu groß"),
+        id="stream-413",
+    ),
+    pytest.param("POST", "chat", [], b"[1]", (400, "body", "Ungültiger Körper der Chat-Anfrage"), id="ai-sdk-body"),
+    pytest.param("POST", "chat", [], b"x" * 3000, (413, "request_body", "Anfragekörper zu groß"), id="ai-sdk-413"),
+    pytest.param("GET", "chat", [], b"", (405, None, "Methode nicht erlaubt"), id="ai-sdk-405"),
 ]
 
 
