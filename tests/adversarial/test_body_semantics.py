@@ -137,3 +137,23 @@ def test_parts_the_model_context_reads_must_have_their_types(shared_server, user
         assert_typed_refusal(r.status_code, r.json(), statuses=(400,))
         assert r.json()["cause"] == "body", name
         assert not Run.objects.filter(session_id=sid).exists()
+
+
+def test_a_post_without_a_body_is_a_resume(shared_server, users):
+    """No body holds no message: the chat route answers a POST without one exactly as a GET (docs/transport.md)."""
+    sid = new_session_id()
+    url = chat_url(shared_server, sid)
+    with httpx.Client(headers=users["a"][1], timeout=20) as client:
+        for method in ("GET", "POST"):
+            refused = client.request(method, url, content=b"")
+            assert (refused.status_code, refused.json()["code"]) == (404, "state_session_not_found"), method
+        sent = read_sse(client, "POST", url, json=send_body(sid, [user_message("hello")]))
+        assert sent.status == 200 and sent.events[-1].data == "[DONE]"
+        for method in ("GET", "POST"):
+            assert client.request(method, url, content=b"").status_code == 204, method  # finished: nothing to resume
+        cursor = {"X-Resume-From-Sequence": sent.events[2].id}
+        by_get = read_sse(client, "GET", url, headers=cursor)
+        by_post = read_sse(client, "POST", url, headers=cursor, content=b"")
+    assert by_post.status == by_get.status == 200
+    assert by_post.events == by_get.events and by_post.events[-1].data == "[DONE]"
+    assert Run.objects.filter(session_id=sid).count() == 1
