@@ -160,6 +160,22 @@ def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest
     return answer
 
 
+LOCALE_MIDDLEWARE = "django.middleware.locale.LocaleMiddleware"
+
+
+def handshake_language(scope: dict[str, Any]) -> str | None:
+    """Return the language the host's ``LocaleMiddleware`` would pick for ``scope``, or None without it.
+
+    For the WebSocket, which runs no host middleware: its frames are rendered in the
+    handshake's language (cookie, ``Accept-Language``) exactly when the host's HTTP views are.
+    """
+    from django.conf import settings
+
+    if LOCALE_MIDDLEWARE not in settings.MIDDLEWARE:
+        return None
+    return translation.get_language_from_request(build_request({**scope, "type": "http", "method": "GET"}, b""))
+
+
 def _raise(exc: BaseException, request: HttpRequest) -> None:
     raise exc
 

@@ -49,7 +49,8 @@ from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import check_cursor, stream_frames
-from helix_django.transport.sse import log_unexpected
+from helix_django.transport.host import handshake_language
+from helix_django.transport.sse import log_unexpected, rendering_language
 
 
 class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
@@ -60,10 +61,14 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
     delivered_sequence: int = 0
     """The highest sequence this socket sent; no later reader sends it, or any below it, again."""
 
+    language: str | None = None
+    """The handshake's language, as the host's ``LocaleMiddleware`` picks it (None: the active one)."""
+
     async def connect(self) -> None:
         """Accept the socket; refuse (typed frame, close 4000 + status) an unknown or foreign session."""
         await self.accept()
         try:
+            self.language = handshake_language(self.scope)
             session_id = validate_session_id(self.scope["url_route"]["kwargs"]["session_id"])
             self.owner = owner_for(self.scope.get("user"), self.scope.get("session"))
             self.session = await sync_to_async(get_owned_session)(session_id, self.owner)
@@ -74,8 +79,13 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         """Send the typed error frame of ``exc`` and close with ``4000 + status``."""
         log_unexpected("websocket", exc)
         error = as_helix_error(exc)
-        await self.send_json({"type": "error", **error.to_body()})
+        await self.send_json(self._error_frame(error))
         await self.close(code=4000 + error.status)
+
+    def _error_frame(self, error: BaseException) -> dict[str, Any]:
+        """Return the typed error frame of ``error``, its message in the handshake's language."""
+        with rendering_language(self.language):
+            return {"type": "error", **as_helix_error(error).to_body()}
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """Decode one JSON message; malformed or oversized input answers a typed error frame."""
@@ -105,7 +115,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
     async def send_error(self, exc: BaseException) -> None:
         """Send a typed error frame, keeping the socket open."""
         log_unexpected("websocket", exc)
-        await self.send_json({"type": "error", **as_helix_error(exc).to_body()})
+        await self.send_json(self._error_frame(exc))
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Dispatch ``resume``, ``send`` and ``cancel`` messages."""

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from channels.testing import HttpCommunicator, WebsocketCommunicator
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import translation
 
 from helix_django.errors import AlreadyRunningError, SessionNotFoundError
+from helix_django.models import ChatSession
 
 
 def test_the_message_is_german_in_a_german_request_and_the_code_english():
@@ -60,8 +62,6 @@ def token_header(transactional_db):
 
 
 async def chat_call(method, path, headers, body=b""):
-    from channels.testing import HttpCommunicator
-
     from tests.asgi import application
 
     communicator = HttpCommunicator(application, method, path, body=body, headers=headers)
@@ -144,3 +144,24 @@ def test_a_rest_body_over_max_request_bytes_is_refused_in_german(german_site, to
         "validation_payload_too_large",
         "Anfragekörper zu groß",
     )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_websockets_refusals_are_in_the_handshakes_language(german_site, token_header):
+    from tests.asgi import application
+
+    german = [token_header, (b"accept-language", b"de")]
+    foreign = WebsocketCommunicator(application, "/ws/helix/api/sessions/s_de_nobody/", headers=german)
+    await foreign.connect()
+    refused = await foreign.receive_json_from(timeout=5)
+    assert (refused["code"], refused["error"]) == ("state_session_not_found", "Sitzung nicht gefunden")
+    await foreign.disconnect()
+
+    await ChatSession.objects.acreate(id="s_de_socket", owner=await get_user_model().objects.aget(username="de-sender"))
+    socket = WebsocketCommunicator(application, "/ws/helix/api/sessions/s_de_socket/", headers=german)
+    connected, _code = await socket.connect()
+    assert connected
+    await socket.send_to(text_data="{not json")
+    frame = await socket.receive_json_from(timeout=5)
+    assert (frame["cause"], frame["error"]) == ("json", "Fehlerhafter JSON-Körper")
+    await socket.disconnect()
