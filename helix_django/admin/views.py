@@ -140,6 +140,8 @@ def resolve_tool(modeladmin: Any, request: HttpRequest, object_id: str, executio
     execution = ToolExecution.objects.filter(pk=execution_id, run_id=run.pk if run else None).first()
     if run is None or execution is None:
         raise Http404
+    if not modeladmin.has_view_permission(request, run):
+        raise PermissionDenied
     error = ""
     if request.method == "POST":
         if not modeladmin.has_reconcile_permission(request, run):
