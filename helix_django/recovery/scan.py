@@ -109,8 +109,10 @@ async def arecover_run(
         raise RunNotFoundError()
     decision = RunDecision(run.id, run.status, "skipped")
     expired = await Run.objects.filter(lease_expired_q(), pk=run_id).aexists()
-    if run.status not in SCANNED_STATUSES or not (expired or force):
-        decision.reason = "not_in_flight" if run.status not in SCANNED_STATUSES else "lease_live"
+    # A run waiting for the browser holds no lease (the scan leaves it); staff may end it when forced.
+    in_flight = run.status in SCANNED_STATUSES or (force and run.status == RunStatus.SUSPENDED_CLIENT_TOOL)
+    if not in_flight or not (expired or force):
+        decision.reason = "not_in_flight" if not in_flight else "lease_live"
         return decision
     started = time.monotonic()
     if dry_run:
