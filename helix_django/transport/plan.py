@@ -254,10 +254,13 @@ def _terminal_frames(
     if info is not None and info.status == ENDED:
         abort = [frame(dict(ABORT_CHUNK))] if info.end_status == "cancelled" else []
         return [*abort, DONE_FRAME]
+    if reader is None:
+        if run is None or run.status == RunStatus.COMPLETED:  # committed history, nothing pending
+            return [DONE_FRAME]
+        if run.status == RunStatus.CANCELLED:
+            return [frame(dict(ABORT_CHUNK)), DONE_FRAME]
     if info is not None and info.status == PAUSED:  # no suspended end: a fence (frames.is_paused_by_its_run)
         return [error_frame(recovering_drop().to_body())]
-    if run is not None and run.status == RunStatus.COMPLETED and reader is None:
-        return [DONE_FRAME]
     return [error_frame(_final_error(run))]
 
 

@@ -136,7 +136,9 @@ async def plan_prefix(state: ResumeState, message_id: str) -> ResponsePlan:
         raise NotResumableError(cause="resume_message_unknown")
     prefix = prefix_chunks(message, message_id)
     if run is None or run.response_message_id != message_id:
-        return ResponsePlan(prefix=prefix, run=run, filter=ResponseFilter(run_id=None))
+        # Committed history no live run writes: it ends as the run that wrote it ended, never as
+        # the session's current run (a later turn's failure or liveness is not this message's).
+        return ResponsePlan(prefix=prefix, run=await _writer_of(message, session.id), filter=ResponseFilter(run_id=None))
     manager = get_stream_manager()
     tail_from = max(snapshot["streamSequence"], run.start_sequence)
     response_filter = ResponseFilter(
@@ -161,6 +163,15 @@ async def plan_prefix(state: ResumeState, message_id: str) -> ResponsePlan:
         prefix=prefix,
         subscribed=live.waiter,
     )
+
+
+async def _writer_of(message: dict[str, Any] | None, session_id: str) -> Run | None:
+    """Return the ended run that last wrote ``message`` (its ``metadata.helix.runId``), or None."""
+    helix = ((message or {}).get("metadata") or {}).get("helix")
+    run_id = helix.get("runId") if isinstance(helix, dict) else None
+    if not isinstance(run_id, str) or not run_id:
+        return None
+    return await Run.objects.filter(pk=run_id, session_id=session_id).afirst()
 
 
 async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0) -> ResponsePlan:
