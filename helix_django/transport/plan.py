@@ -244,10 +244,6 @@ def _terminal_frames(
     if response_filter.terminal == ERROR:
         return []
     if response_filter.terminal == DONE:
-        if response_filter.end_status == "suspended" and run is not None and run.status == RunStatus.CANCELLED:
-            # Stopped while it waited for the browser: its cancelled end follows the suspended one
-            # the filter ended on, and the client must not answer the tool (ending table).
-            return [frame(dict(ABORT_CHUNK)), DONE_FRAME]
         return [DONE_FRAME]
     if response_filter.expect_error:
         return [error_frame(ending_error_body(response_filter.end_status or "", response_filter.run_id))]

@@ -127,6 +127,10 @@ class ResponseFilter:
         """The followed run ended failed or interrupted: its ``error`` chunk is the terminal."""
         self.end_status: str | None = None
         """The status of the followed run's ``helix-run-end`` (None: not seen)."""
+        self.last_end_at: int | None = None
+        """The sequence of the followed run's last ``helix-run-end`` the prescan saw: an earlier
+        end (and the ``error`` chunk after it) was overridden by a later ending of the run (a
+        paused run then cancelled, an interrupted one completed by *Check status*)."""
         self._seen_run = run_id is None
 
     def prescan(self, chunks: Iterable[tuple[int, Chunk]]) -> None:
@@ -140,6 +144,8 @@ class ResponseFilter:
                 continue
             self.attempts.observe(sequence, chunk)
             self._learn_tool(chunk, owned=self.cursor is not None and sequence <= self.cursor)
+            if chunk.get("type") == "helix-run-end" and chunk.get(RUN_KEY) in (None, self.run_id):
+                self.last_end_at = sequence
         if self.cursor is not None:
             for attempt, first in self.attempts.first_content_at.items():
                 if first <= self.cursor:
@@ -173,6 +179,8 @@ class ResponseFilter:
         if self.terminal is not None:
             return []
         kind = chunk.get("type", "")
+        if kind in ("error", "helix-run-end") and self.last_end_at is not None and sequence < self.last_end_at:
+            return []  # an ending the run's later ending overrode: only its last one is told
         if kind == "error":
             self.terminal = ERROR
             return [error_ui_chunk(chunk)]
