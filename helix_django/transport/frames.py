@@ -122,7 +122,7 @@ async def stream_frames(
     """
     observe_lag = delivery_observer(route)
     run_ends: dict[Any, str] = {}
-    """The ``helix-run-end`` status of each run whose end was read."""
+    """The last ``helix-run-end`` status of each run whose end was read."""
     try:
         while True:
             if marks_waits and not reader.ready:
@@ -135,9 +135,11 @@ async def stream_frames(
                 observe_lag(chunk)
             run = chunk.get(RUN_KEY)
             if chunk.get("type") == "helix-run-end":
-                run_ends.setdefault(run, str(chunk.get("status", "")))
-            elif run in run_ends:
-                continue  # a write of a run after its end (a fenced writer's retry): never shown
+                run_ends[run] = str(chunk.get("status", ""))  # the run's last end decides (recovery may end it again)
+            elif run in run_ends and chunk.get("type") != "data-stream-resync":
+                # A write of a run after its end (a fenced writer's retry): never shown. The resync of
+                # a run recovery ended again (Check status completed it) is told: the answer is in the snapshot.
+                continue
             frame = chunk_frame(sequence, chunk)
             if frame is not None:
                 yield frame

@@ -72,3 +72,19 @@ def test_a_run_completed_by_check_status_ends_done_on_the_chat_route_as_on_the_r
     chunks = [json.loads(data) for data in told if data != "[DONE]"]
     assert not any(chunk["type"] == "error" for chunk in chunks)
     assert any(chunk["type"] == "data-stream-resync" for chunk in chunks)
+
+
+async def raw_frames(run: Run) -> list[dict]:
+    manager = get_stream_manager()
+    info = await manager.get_info(run.session_id)
+    reader = ResumableReader(manager, run.session_id, from_sequence=run.start_sequence + 1, wait_for_live=False, info=info)
+    return [frame async for frame in stream_frames(reader)]
+
+
+def test_the_raw_stream_and_the_websocket_pass_on_the_resync_of_a_reconciled_run(settings):
+    """The run's text on the stream is the partial one: only ``data-stream-resync`` says the answer is in the snapshot."""
+    run = reconciled_run(settings, "s-reconciled-raw")
+    frames = async_to_sync(raw_frames)(run)
+    assert frames[-1] == {"type": "end", "status": "completed"}
+    kinds = [frame["chunk"]["type"] for frame in frames if frame["type"] == "chunk"]
+    assert "data-stream-resync" in kinds, kinds
