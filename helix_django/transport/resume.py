@@ -138,7 +138,8 @@ async def plan_prefix(state: ResumeState, message_id: str) -> ResponsePlan:
     if run is None or run.response_message_id != message_id:
         # Committed history no live run writes: it ends as the run that wrote it ended, never as
         # the session's current run (a later turn's failure or liveness is not this message's).
-        return ResponsePlan(prefix=prefix, run=await _writer_of(message, session.id), filter=ResponseFilter(run_id=None))
+        writer = await _writer_of(message, session.id)
+        return ResponsePlan(prefix=prefix, run=writer, filter=ResponseFilter(run_id=None))
     manager = get_stream_manager()
     tail_from = max(snapshot["streamSequence"], run.start_sequence)
     response_filter = ResponseFilter(

@@ -59,7 +59,9 @@ async def chat_ending(run: Run) -> list[str]:
 async def raw_ending(run: Run) -> dict:
     manager = get_stream_manager()
     info = await manager.get_info(run.session_id)
-    reader = ResumableReader(manager, run.session_id, from_sequence=run.start_sequence + 1, wait_for_live=False, info=info)
+    reader = ResumableReader(
+        manager, run.session_id, from_sequence=run.start_sequence + 1, wait_for_live=False, info=info
+    )
     return [frame async for frame in stream_frames(reader)][-1]
 
 
@@ -77,7 +79,9 @@ def test_a_run_completed_by_check_status_ends_done_on_the_chat_route_as_on_the_r
 async def raw_frames(run: Run) -> list[dict]:
     manager = get_stream_manager()
     info = await manager.get_info(run.session_id)
-    reader = ResumableReader(manager, run.session_id, from_sequence=run.start_sequence + 1, wait_for_live=False, info=info)
+    reader = ResumableReader(
+        manager, run.session_id, from_sequence=run.start_sequence + 1, wait_for_live=False, info=info
+    )
     return [frame async for frame in stream_frames(reader)]
 
 

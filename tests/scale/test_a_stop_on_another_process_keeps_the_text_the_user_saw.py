@@ -70,7 +70,9 @@ def test_a_stop_on_another_process_keeps_exactly_the_text_the_clients_were_sent(
         sid = f"chat_{uuid.uuid4().hex[:16]}"
         body = {
             "id": sid,
-            "messages": [{"id": f"u_{uuid.uuid4().hex[:8]}", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+            "messages": [
+                {"id": f"u_{uuid.uuid4().hex[:8]}", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+            ],
             "trigger": "submit-message",
         }
 

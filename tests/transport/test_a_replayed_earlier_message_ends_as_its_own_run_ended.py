@@ -70,7 +70,11 @@ def test_the_replay_of_a_completed_earlier_answer_ends_done(server, users, secon
         answered = wait_for(sid, {"completed"})
         history = client.get(server.url(f"{PREFIX}/sessions/{sid}/snapshot")).json()["messages"]
         body = send_body(sid, [*history, user_message("hang" if second == "stop" else second)])
-        sender = threading.Thread(target=read_sse, args=(httpx.Client(headers=headers, timeout=15), "POST", chat_url(server, sid)), kwargs={"json": body})
+        sender = threading.Thread(
+            target=read_sse,
+            args=(httpx.Client(headers=headers, timeout=15), "POST", chat_url(server, sid)),
+            kwargs={"json": body},
+        )
         sender.start()
         current = wait_for(sid, {"streaming", "failed", "suspended_client_tool"})
         if second in ("hang", "stop"):
