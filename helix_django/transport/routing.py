@@ -21,7 +21,8 @@ A site's ``asgi.py``::
   be one of ``ALLOWED_HOSTS`` or of django-cors-headers' ``CORS_ALLOWED_ORIGINS`` (the
   origins the host lets call its API), the ``Host`` one of ``ALLOWED_HOSTS`` (a refused
   handshake is a 403), and the handshake is authenticated with helix's DRF authenticators;
-- every other HTTP path: the Django app.
+- every other HTTP path: the Django app; every other WebSocket path: a typed ``not_found``
+  error frame and close 4404.
 
 The chat and stream consumers run the host's middleware themselves
 (:mod:`helix_django.transport.host`); Django's middleware never applies to WebSockets.
@@ -152,6 +153,7 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     from channels.security.websocket import OriginValidator
 
     from helix_django.transport.daphne_forms import disable_twisted_form_parsing
+    from helix_django.transport.websocket import UnknownPathConsumer
 
     disable_twisted_form_parsing()
 
@@ -163,7 +165,12 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
         {
             "http": _direct_url_router([*helix_http_routes(prefix), re_path(r"^", django_app)]),
             "websocket": OriginValidator(
-                AuthMiddlewareStack(HostPolicyMiddleware(URLRouter(helix_websocket_routes(prefix)))),
+                AuthMiddlewareStack(
+                    HostPolicyMiddleware(
+                        # any other path: the typed refusal (not_found frame, close 4404), never a 500
+                        URLRouter([*helix_websocket_routes(prefix), re_path(r"", UnknownPathConsumer.as_asgi())])
+                    )
+                ),
                 websocket_origins(),
             ),
         }

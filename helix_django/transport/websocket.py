@@ -215,3 +215,20 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         """Stop this socket's reader (the run goes on)."""
         await self._stop_reader()
+
+
+class UnknownPathConsumer(AsyncJsonWebsocketConsumer):
+    """Every other WebSocket path: the typed refusal of a connect (404 ``not_found`` frame, close 4404).
+
+    Without it Channels' router raises ``No route found`` and the server answers the
+    handshake with a 500 (``ws/<prefix>sessions/<id>`` without its trailing slash).
+    """
+
+    async def connect(self) -> None:
+        """Accept, send the ``not_found`` error frame and close with 4404."""
+        from helix_django.errors import RouteNotFoundError
+
+        await self.accept()
+        error = RouteNotFoundError()
+        await self.send_json({"type": "error", **error.to_body()})
+        await self.close(code=4000 + error.status)
