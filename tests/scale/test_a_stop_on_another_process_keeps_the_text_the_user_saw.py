@@ -8,7 +8,9 @@ stream, commits it and ends the stream, while A's task goes on appending deltas 
 the stream's end fences it. The deltas A wrote in between reached every client (A's
 send, a resume on B: the same text) but not the committed message: after a reload the
 answer is shorter than what the user saw (70 characters on screen, 66 kept).
-Expected: the kept partial is exactly what the clients were sent (000, "Store partial
+By the code (not run here), a site whose runs execute on task workers takes the same
+detached path on every Stop, as no web process holds the run's task. Expected: the kept
+partial is exactly what the clients were sent (000, "Store partial
 output explicitly"; the chat route's exactly-once promise across a reload).
 
 Fix (not made here: the Stop / cancelled-ending path is being reworked): fence the
