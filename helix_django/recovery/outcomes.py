@@ -27,6 +27,7 @@ from helix_django.recovery.partial import (
     last_step_sequence,
 )
 from helix_django.signals import run_finished
+from helix_django.store.run_ends import helix_metadata
 from helix_django.streams import get_stream_manager
 
 logger = logging.getLogger(__name__)
@@ -34,6 +35,19 @@ logger = logging.getLogger(__name__)
 
 def _fresh(run_id: str) -> Run:
     return Run.objects.get(pk=run_id)
+
+
+def _told_partial(
+    run: Run, message: dict[str, Any] | None, status: str, cancelled_by: str = ""
+) -> list[dict[str, Any]]:
+    """The ``message-metadata`` chunk a run's own partial ending sends (runtime/endings.py), for a kept partial.
+
+    Readers then hold the metadata the snapshot has: ``helix = {runId, status, partial, cancelledBy?}``.
+    """
+    if not message or not message.get("parts"):
+        return []
+    helix = helix_metadata(run.id, status, cancelled_by=cancelled_by)
+    return [{"type": "message-metadata", "messageMetadata": {"helix": helix}}]
 
 
 async def aclose_stream(run: Run, chunks: list[dict[str, Any]], *, end_status: str | None, error: dict | None) -> None:
@@ -94,7 +108,8 @@ async def ainterrupt(run: Run, partial: PartialOutput, *, stage: str, cause: str
     if invalidate:
         await store.arecord_recovery(run.id, is_continuation_valid=False)
     body = RunInterruptedError(cause=cause, runId=run.id).to_body()
-    await aclose_stream(run, [{"type": "helix-run-end", "status": "interrupted"}], end_status=None, error=body)
+    told = _told_partial(run, partial.message, RunStatus.INTERRUPTED)
+    await aclose_stream(run, [*told, {"type": "helix-run-end", "status": "interrupted"}], end_status=None, error=body)
     ended = await sync_to_async(_fresh)(run.id)
     await run_finished.asend(sender=Run, run=ended, status=RunStatus.INTERRUPTED)
     telemetry.emit(
@@ -171,11 +186,12 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
     Raises RunSupersededError when the run ended or changed meanwhile (an ended run is
     never cancelled, issue 17).
     """
+    cancelled_by = run.cancelled_by or CancelledBy.SYSTEM
     await store.arecord_recovery(
         run.id,
         cancel_requested_at=run.cancel_requested_at or timezone.now(),
         provider_cancel_result=provider_cancel_result,
-        cancelled_by=run.cancelled_by or CancelledBy.SYSTEM,
+        cancelled_by=cancelled_by,
     )
     message = partial.message if partial is not None else await sync_to_async(current_row)(run)
     await store.acommit_terminal(
@@ -186,7 +202,10 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
         error=RunCancelledError(),
         stage=run.interrupted_stage or run.status,
     )
-    await aclose_stream(run, [{"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None)
+    told = _told_partial(run, message, RunStatus.CANCELLED, cancelled_by=cancelled_by)
+    await aclose_stream(
+        run, [*told, {"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None
+    )
     ended = await sync_to_async(_fresh)(run.id)
     await run_finished.asend(sender=Run, run=ended, status=RunStatus.CANCELLED)
     return ended
