@@ -31,6 +31,8 @@ StoredChunk = tuple[int, Chunk]
 
 ACTIVE, PAUSED, ENDED, FAILED = "active", "paused", "ended", "failed"
 TERMINAL_STREAM_STATUSES = frozenset({PAUSED, ENDED, FAILED})
+RUN_ENDED = "run_ended"
+"""The StreamFenceError cause of an opening claim refused by a stream already closed for its run."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,12 +108,20 @@ class BaseStreamManager(abc.ABC):
     # --- writes (fenced on run_id) -------------------------------------------------------
 
     @abc.abstractmethod
-    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
+    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int, is_opening: bool = False) -> StreamInfo:
         """Make ``run_id`` the stream's writer and the stream ``active`` (compare-and-set on ``epoch``).
 
         Creates the stream when missing. Succeeds when ``epoch`` is greater than the
         current claim's epoch, or when ``run_id`` already holds the claim with the same
         epoch (re-activation after a pause). Raises StreamFenceError otherwise.
+
+        ``is_opening``: the run's own first claim (:meth:`claim_and_append`). It never
+        re-activates a stream its run's claim left ``ended``, ``failed`` or ``paused``: the
+        run was ended elsewhere before this claim landed (a Stop or a recovery served by
+        another process closes the stream for the run at its epoch,
+        :func:`~helix_django.recovery.outcomes.aclose_stream`), and StreamFenceError
+        (``cause: run_ended``) is raised. A repeat of the claim on a stream it left
+        ``active`` (a resend after a lost reply) still succeeds.
         """
 
     async def claim_and_append(
@@ -122,9 +132,10 @@ class BaseStreamManager(abc.ABC):
         Returns ``(info at the claim, the chunks' sequences)``. A run's opening chunks
         (``helix-run-start``, ``start``) go out this way, before its first byte: a manager
         that can does both in one backend write (the database manager: one transaction).
-        Raises what :meth:`claim_stream` and :meth:`append` raise.
+        An opening claim (``is_opening``): a stream already closed for the run refuses it
+        (``run_ended``). Raises what :meth:`claim_stream` and :meth:`append` raise.
         """
-        info = await self.claim_stream(stream_id, run_id, epoch=epoch)
+        info = await self.claim_stream(stream_id, run_id, epoch=epoch, is_opening=True)
         return info, await self.append(stream_id, run_id, chunks) if chunks else []
 
     def joins_transactions_of(self, alias: str) -> bool:
@@ -139,8 +150,8 @@ class BaseStreamManager(abc.ABC):
         """Claim and store ``chunks`` inside the caller's transaction, on the ORM's thread; return a token.
 
         Only where :meth:`joins_transactions_of` is true. Once that transaction committed,
-        pass the token to :meth:`claimed` on the event loop. Raises StreamFenceError (the
-        caller's transaction then rolls back).
+        pass the token to :meth:`claimed` on the event loop. An opening claim, as
+        :meth:`claim_and_append`'s. Raises StreamFenceError (the caller's transaction then rolls back).
         """
         raise NotImplementedError
 

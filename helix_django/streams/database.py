@@ -55,6 +55,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self._chunk_table = StreamChunk._meta.db_table
         self._stream_table = Stream._meta.db_table
         self._claim_sql = claim_sql(self._stream_table)
+        self._opening_claim_sql = claim_sql(self._stream_table, is_opening=True)
         self.tail = TailCache(
             max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
         )
@@ -106,15 +107,22 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         except DatabaseError as exc:
             raise raise_connection_error(exc, what) from exc
 
-    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
-        return (await self.claim_and_append(stream_id, run_id, epoch=epoch, chunks=()))[0]
+    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int, is_opening: bool = False) -> StreamInfo:
+        return (await self._claim(stream_id, run_id, epoch, (), is_opening=is_opening))[0]
 
     async def claim_and_append(
         self, stream_id: str, run_id: str, *, epoch: int, chunks: Sequence[Chunk]
     ) -> tuple[StreamInfo, list[int]]:
         """Claim and store the first ``chunks`` in one transaction and one thread hop (see the base class)."""
+        return await self._claim(stream_id, run_id, epoch, chunks, is_opening=True)
+
+    async def _claim(
+        self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk], *, is_opening: bool
+    ) -> tuple[StreamInfo, list[int]]:
         self.tail.forget(stream_id)
-        token = await self._call("claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks))
+        token = await self._call(
+            "claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks), is_opening
+        )
         return self.claimed(stream_id, token)
 
     def joins_transactions_of(self, alias: str) -> bool:

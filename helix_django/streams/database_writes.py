@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream
-from helix_django.streams.base import ACTIVE, ENDED, FAILED, Chunk, StreamInfo
+from helix_django.streams.base import ACTIVE, ENDED, FAILED, RUN_ENDED, Chunk, StreamInfo
 from helix_django.streams.group_commit import INFO_COLUMNS, chunk_rows
 
 #: Compact JSON of a stored chunk; one shared encoder (``json.dumps`` with options builds one per call).
@@ -38,16 +38,22 @@ def info_of_model(row: Stream) -> StreamInfo:
     )
 
 
-def claim_sql(stream_table: str) -> str:
-    """Return the claim upsert on ``stream_table`` (:meth:`DatabaseStreamWrites._claim_sync` fills in the values)."""
+def claim_sql(stream_table: str, *, is_opening: bool = False) -> str:
+    """Return the claim upsert on ``stream_table`` (:meth:`DatabaseStreamWrites._claim_sync` fills in the values).
+
+    ``is_opening``: a run's first claim, which repeats its own claim only on a stream still
+    ``active`` (never one closed for the run before it landed; see ``BaseStreamManager.claim_stream``).
+    """
+    repeat = "held.run_id = excluded.run_id AND held.claim_epoch = excluded.claim_epoch"
+    if is_opening:
+        repeat += f" AND held.status = '{ACTIVE}'"
     return (
         f"INSERT INTO {stream_table} AS held "  # noqa: S608 - table name from model meta
         "(stream_id, status, run_id, head_sequence, claim_epoch, end_status, error, created_at, updated_at) "
         "VALUES (%s, %s, %s, 0, %s, '', NULL, %s, %s) ON CONFLICT (stream_id) DO UPDATE SET "
         "status = excluded.status, run_id = excluded.run_id, claim_epoch = excluded.claim_epoch, "
         "end_status = '', error = NULL, updated_at = excluded.updated_at "
-        "WHERE held.run_id = '' OR excluded.claim_epoch > held.claim_epoch "
-        "OR (held.run_id = excluded.run_id AND held.claim_epoch = excluded.claim_epoch)"
+        f"WHERE held.run_id = '' OR excluded.claim_epoch > held.claim_epoch OR ({repeat})"
     )
 
 
@@ -60,6 +66,7 @@ class DatabaseStreamWrites:
     _chunk_table: str
     _stream_table: str
     _claim_sql: str
+    _opening_claim_sql: str
 
     def _locked(self, stream_id: str, run_id: str) -> Stream:
         row = Stream.objects.using(self.using).select_for_update().filter(pk=stream_id).first()
@@ -130,44 +137,49 @@ class DatabaseStreamWrites:
         """Append the INSERT rows of ``chunks`` (sequences after ``head``) to ``rows``; return (sequences, payloads)."""
         return chunk_rows(stream_id, run_id, head, chunks, rows, encode)
 
-    def _claim_sync(self, stream_id: str, run_id: str, epoch: int) -> StreamInfo:
+    def _claim_sync(self, stream_id: str, run_id: str, epoch: int, *, is_opening: bool = False) -> StreamInfo:
         """Claim with one upsert: insert the row claimed, or take it over if the fence allows.
 
         A claim takes the stream when nobody holds it, when it repeats the holder's own
-        claim, or when its epoch is higher (002, "Superseded runs"); otherwise the upsert
-        changes nothing and StreamFenceError (``stale_claim``) is raised. Racing first
-        claims meet on the primary key: the later one compares epochs with the earlier.
+        claim (an opening one: only on a stream still active), or when its epoch is higher
+        (002, "Superseded runs"); otherwise the upsert changes nothing and StreamFenceError
+        (``stale_claim``; ``run_ended`` for an opening claim whose run's stream was closed
+        for it) is raised. Racing first claims meet on the primary key: the later one
+        compares epochs with the earlier.
         """
         connection = connections[self.using]
         now = connection.ops.adapt_datetimefield_value(timezone.now())
         params: list[Any] = [stream_id, ACTIVE, run_id, epoch, now, now]  # as the backend adapts them
+        sql = self._opening_claim_sql if is_opening else self._claim_sql
         if connection.features.can_return_columns_from_insert:  # PostgreSQL, SQLite >= 3.35: one statement
             with connection.cursor() as cursor:
-                cursor.execute(f"{self._claim_sql} RETURNING {INFO_COLUMNS}", params)
+                cursor.execute(f"{sql} RETURNING {INFO_COLUMNS}", params)
                 row = cursor.fetchone()
             info = None if row is None else info_of(stream_id, row)
         else:
             with transaction.atomic(using=self.using):
                 with connection.cursor() as cursor:
-                    cursor.execute(self._claim_sql, params)
+                    cursor.execute(sql, params)
                     taken = cursor.rowcount == 1
                 info = self._select_info(stream_id) if taken else None
         if info is None:
-            raise StreamFenceError(cause="stale_claim")
+            held = self._select_info(stream_id) if is_opening else None  # the refused path only
+            closed = held is not None and (held.run_id, held.epoch) == (run_id, epoch)
+            raise StreamFenceError(cause=RUN_ENDED if closed else "stale_claim")
         return info
 
     def _claim_and_append_sync(
-        self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk]
+        self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk], is_opening: bool = True
     ) -> tuple[StreamInfo, list[int], StreamInfo, list[str]]:
-        """Claim and insert ``chunks`` after the claimed head in one transaction.
+        """Claim (a run's opening unless ``is_opening`` is false) and insert ``chunks`` after the claimed head.
 
-        Returns (info at the claim, sequences, info after the chunks, their payloads).
+        One transaction. Returns (info at the claim, sequences, info after the chunks, their payloads).
         """
         if not chunks:  # a claim alone: one statement, no transaction around it
-            claimed = self._claim_sync(stream_id, run_id, epoch)
+            claimed = self._claim_sync(stream_id, run_id, epoch, is_opening=is_opening)
             return claimed, [], claimed, []
         with transaction.atomic(using=self.using):
-            claimed = self._claim_sync(stream_id, run_id, epoch)
+            claimed = self._claim_sync(stream_id, run_id, epoch, is_opening=is_opening)
             return claimed, *self._insert_after(claimed, run_id, chunks)
 
     def _status_sync(self, stream_id: str, run_id: str, status: str, fields: dict[str, Any]) -> StreamInfo:

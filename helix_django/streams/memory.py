@@ -13,6 +13,7 @@ from helix_django.streams.base import (
     ENDED,
     FAILED,
     PAUSED,
+    RUN_ENDED,
     BaseStreamManager,
     Chunk,
     StoredChunk,
@@ -59,12 +60,14 @@ class MemoryStreamManager(BaseStreamManager):
             raise StreamFenceError(cause="stream_claimed_by_other_run")
         return stream
 
-    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
+    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int, is_opening: bool = False) -> StreamInfo:
         with self._lock:
             stream = self._streams.setdefault(stream_id, _MemoryStream())
             same = stream.run_id == run_id and stream.epoch == epoch
             if not same and epoch <= stream.epoch:
                 raise StreamFenceError(cause="stale_claim")
+            if same and is_opening and stream.status != ACTIVE:
+                raise StreamFenceError(cause=RUN_ENDED)
             stream.run_id, stream.epoch = run_id, epoch
             stream.status, stream.end_status, stream.error = ACTIVE, "", None
             info = stream.info(stream_id)

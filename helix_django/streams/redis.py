@@ -181,8 +181,8 @@ class RedisStreamManager(BaseStreamManager):
         """The message a write publishes: this manager's origin token, then the stream id."""
         return self.origin + stream_id
 
-    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int) -> StreamInfo:
-        args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, self._notice(stream_id)]
+    async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int, is_opening: bool = False) -> StreamInfo:
+        args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, self._notice(stream_id), int(is_opening)]
         values = await self._write("claim", lambda s: s.scripts["claim"](keys=self.keys(stream_id), args=args))
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]

@@ -68,16 +68,21 @@ return head
 """
 )
 
-# ARGV: run_id, epoch, ttl, channel, notice (origin + stream_id)  -> info.
+# ARGV: run_id, epoch, ttl, channel, notice (origin + stream_id), opening ('1': the run's first claim,
+#       which never re-activates a stream closed for its run: HELIXFENCE run_ended)  -> info.
 CLAIM = (
     _COMMON
     + """
-local m = redis.call('HMGET', KEYS[1], 'run_id', 'epoch')
+local m = redis.call('HMGET', KEYS[1], 'run_id', 'epoch', 'status')
 local epoch = tonumber(ARGV[2])
 if m[1] then
   local current = tonumber(m[2]) or 0
-  if not (m[1] == ARGV[1] and current == epoch) and epoch <= current then
+  local same = m[1] == ARGV[1] and current == epoch
+  if not same and epoch <= current then
     return redis.error_reply('HELIXFENCE stale_claim')
+  end
+  if same and ARGV[6] == '1' and m[3] ~= 'active' then
+    return redis.error_reply('HELIXFENCE run_ended')
   end
 end
 redis.call('HSETNX', KEYS[1], 'head', '0')

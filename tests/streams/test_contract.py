@@ -251,6 +251,38 @@ async def test_claim_and_append_stores_a_runs_first_chunks_right_after_the_claim
     assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("closed", ["ended", "failed", "paused"])
+async def test_an_opening_claim_never_reactivates_a_stream_closed_for_its_run(manager, closed):
+    """Another process ended the run at its epoch before the run's own claim landed: the claim is refused."""
+    await manager.claim_and_append("s1", "run_a", epoch=1, chunks=[chunk(1)])
+    await manager.end_stream("s1", "run_a")
+    await manager.claim_stream("s1", "run_b", epoch=2)  # the closer claims for run_b at its epoch, then closes
+    await manager.append("s1", "run_b", [chunk(2, run="run_b")])
+    if closed == "ended":
+        await manager.end_stream("s1", "run_b", end_status="cancelled")
+    elif closed == "failed":
+        await manager.fail_stream("s1", "run_b", {"error": "x", "code": "run_interrupted"})
+    else:
+        await manager.pause_stream("s1", "run_b")
+    before = await manager.get_info("s1")
+    with pytest.raises(StreamFenceError) as refused:
+        await manager.claim_and_append("s1", "run_b", epoch=2, chunks=[chunk(9, run="run_b")])
+    assert refused.value.cause == "run_ended"
+    assert await manager.get_info("s1") == before  # nothing stored, nothing re-activated
+    with pytest.raises(StreamFenceError) as stale:  # an earlier run's claim is stale, as ever
+        await manager.claim_and_append("s1", "run_a", epoch=1, chunks=[chunk(9)])
+    assert stale.value.cause == "stale_claim"
+    # A claim that is not the run's opening (recovery closing the run's stream) still re-activates it.
+    assert (await manager.claim_stream("s1", "run_b", epoch=2)).status == "active"
+
+
+async def test_an_opening_claim_repeated_on_its_active_stream_succeeds(manager):
+    """A resend of an opening claim whose reply was lost finds the stream active and held by it."""
+    await manager.claim_and_append("s1", "run_a", epoch=1, chunks=[chunk(1)])
+    info, sequences = await manager.claim_and_append("s1", "run_a", epoch=1, chunks=[])
+    assert (info.status, info.run_id, info.head_sequence, sequences) == ("active", "run_a", 1, [])
+
+
 async def test_a_caught_up_reader_reads_once_per_wake_up(manager):
     await manager.claim_stream("s1", "run_a", epoch=1)
     reads = record_reads(manager)
