@@ -51,23 +51,22 @@ def _told_partial(
 
 
 async def aclose_stream(run: Run, chunks: list[dict[str, Any]], *, end_status: str | None, error: dict | None) -> None:
-    """Append ``chunks`` as ``run`` and end (or fail) its stream; a later run's claim is left alone."""
+    """Append ``chunks`` as ``run`` and end (or fail) its stream; a later run's claim is left alone.
+
+    A run whose own claim has not landed (the stream is missing, or held by an earlier run
+    at a lower epoch: its process is still claiming, or died before it could) is closed at
+    its epoch all the same: readers waiting for the run get its end, and the claim its
+    process may still make is then refused (``run_ended``, ``BaseStreamManager.claim_stream``),
+    so a run ended elsewhere never starts streaming after its end.
+    """
     manager = get_stream_manager()
     marked = [{**chunk, RUN_KEY: run.id} for chunk in chunks]
     try:
         info = await manager.get_info(run.session_id)
-        if info is None or info.run_id != run.id:
-            return
-        if info.status != "active":
-            epoch = await sync_to_async(
-                lambda: (
-                    Checkpoint.objects.filter(run=run, kind=CheckpointKind.RUN_START)
-                    .values_list("id", flat=True)
-                    .first()
-                )
-            )()
-            if epoch is None:
-                return
+        if info is None or info.run_id != run.id or info.status != "active":
+            epoch = await sync_to_async(_run_start_epoch)(run.id)
+            if epoch is None or (info is not None and info.run_id != run.id and info.epoch >= epoch):
+                return  # a later run holds the stream
             await manager.claim_stream(run.session_id, run.id, epoch=epoch)
         if marked:
             await manager.append(run.session_id, run.id, marked)
@@ -79,6 +78,11 @@ async def aclose_stream(run: Run, chunks: list[dict[str, Any]], *, end_status: s
         logger.info("helix recovery: stream of run %s is held by a later run; left alone", run.id)
     except StreamConnectionError:
         logger.warning("helix recovery: stream of run %s could not be closed (backend unavailable)", run.id)
+
+
+def _run_start_epoch(run_id: str) -> int | None:
+    """The epoch of ``run_id``'s stream claim: the id of its ``run_start`` checkpoint (None: none)."""
+    return Checkpoint.objects.filter(run_id=run_id, kind=CheckpointKind.RUN_START).values_list("id", flat=True).first()
 
 
 async def _head(run: Run, partial: PartialOutput | None) -> int:

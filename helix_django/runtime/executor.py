@@ -56,6 +56,7 @@ from helix_django.runtime.sends import SendsMixin
 from helix_django.signals import run_started
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
+from helix_django.streams.base import RUN_ENDED
 from helix_django.streams.writer import StreamWriter
 
 logger = logging.getLogger(__name__)
@@ -201,6 +202,16 @@ class LocalExecutor(SendsMixin, RestartsMixin):
                 run.start_sequence = claimed.head_sequence
                 await store.aupdate_run(run.id, start_sequence=run.start_sequence)
         except BaseException as exc:
+            ended = await _ended_before_its_claim(run, exc) if claim is None else None
+            if ended is not None:
+                # Ended elsewhere while its claim was in flight (a Stop served by another process):
+                # its stream holds that ending for readers; the run never takes a step here.
+                logger.info("run %s was ended (%s) before its stream claim landed", run.id, ended.status)
+                entry.claimed.set_result(True)
+                self._retire(entry, run.id, ended.status)
+                return RunHandle(
+                    run.id, session.stream_id, run.response_message_id, run.start_sequence, run_status=ended.status
+                )
             self._entries.pop(run.id, None)
             entry.claimed.set_result(False)
             entry.done.set_result(RunStatus.FAILED)
@@ -272,6 +283,21 @@ class LocalExecutor(SendsMixin, RestartsMixin):
         while len(self._recent) > RECENT_RUNS:
             self._recent.pop(next(iter(self._recent)))
         entry.done.set_result(status)
+
+
+async def _ended_before_its_claim(run: Run, exc: BaseException) -> Run | None:
+    """Return ``run`` as ended elsewhere when its opening claim was refused for it; else None.
+
+    The stream was closed for the run before its claim landed (``run_ended``), or right
+    after it landed, before its opening chunks (``stream_not_active``, where the claim and
+    the chunks are two writes): another process ended the run. Reads the run only then.
+    """
+    if not isinstance(exc, StreamFenceError) or exc.cause not in (RUN_ENDED, "stream_not_active"):
+        return None
+    from helix_django.runtime.entries import aget_run
+
+    fresh = await aget_run(run.session_id, run.id)
+    return None if fresh.is_live else fresh
 
 
 _executors: dict[str, Any] = {}

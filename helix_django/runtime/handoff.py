@@ -91,7 +91,9 @@ class HandoffExecutor(LocalExecutor, abc.ABC):
         entry.done.set_result("handed_off")
 
     async def _launched(self, handle: RunHandle, launch: Launch, user: Any) -> RunHandle:
-        loop = self._handoffs.pop(handle.run_id)
+        loop = self._handoffs.pop(handle.run_id, None)
+        if loop is None:  # ended elsewhere before its stream claim landed: nothing to hand off
+            return handle
         try:
             await self.enqueue(handle.run_id, self.owner, launch_data(launch, user))
         except Exception as exc:  # noqa: BLE001 - any enqueue failure ends the run, typed, on its stream

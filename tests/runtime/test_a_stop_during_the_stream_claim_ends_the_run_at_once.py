@@ -95,38 +95,116 @@ async def test_a_stop_during_the_stream_claim_ends_the_run_before_its_first_step
     await stream_manager.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a Stop served by another process cancels the run detached while this process's claim is in flight; "
-    "the claim still lands and the run streams until its fenced commit finds it ended (no cross-process "
-    "hand-over of the Stop to the opening run yet)",
-)
-async def test_a_stop_served_by_another_process_during_the_stream_claim_ends_the_run_before_its_first_step(
-    executor, session, use_agents, monkeypatch
-):
-    # The other process: an executor of its own (its own lease owner, no entry for the run) on the same
-    # database and the same Redis; the memory manager is one process's only, so Redis alone here.
+@pytest.fixture(params=["database", "memory", "redis"])
+def shared_manager(request, use_agents, monkeypatch):
+    """The stream manager both "processes" share; the database one claims after the run-start commit here.
+
+    Two executors in one test process stand for two processes: each has its own lease owner and
+    entries, and they share the database and the stream manager (the memory manager too: it is the
+    one process's, which makes it the same shared store for both executors).
+    """
     use_agents(default=agent({"TEXT": " ".join(f"w{i}" for i in range(60))}))
-    options = {**MANAGERS["redis"]["OPTIONS"], "KEY_PREFIX": f"helix-test:{uuid.uuid4().hex}"}
-    config = {"BACKEND": MANAGERS["redis"]["BACKEND"], "OPTIONS": options}
-    with override_settings(HELIX={**helix_settings.user_settings, "STREAM_MANAGERS": {"default": config}}):
+    if request.param == "database":
         manager = get_stream_manager()
-        other = LocalExecutor()
-        try:
-            held = HeldClaim(manager, monkeypatch)
-            sending = asyncio.ensure_future(executor.execute(session, [user_message("stop me from elsewhere")]))
-            await asyncio.wait_for(held.entered.wait(), 20)
-            run_id = (await Run.objects.filter(session_id=session.id).afirst()).id
-            assert not other.is_local(run_id)
-            stopped = await asyncio.wait_for(other.cancel(session=session, run_id=run_id), 20)
-            held.released.set()
-            handle = await asyncio.wait_for(sending, 20)
-            assert stopped.status == RunStatus.CANCELLED
-            await executor.wait(handle.run_id, 20)
-            chunks = run_chunks(await stream_chunks(session.stream_id), handle.run_id)
-            assert [c["type"] for c in chunks if c["type"] in ("text-delta", "start-step")] == []
-            info = await manager.get_info(session.stream_id)
-            assert (info.status, info.end_status) == ("ended", "cancelled")
-        finally:
-            other.close()
-            await manager.aclose()
+        # A stream backend apart from the run-start transaction: its claim is a write of its own.
+        monkeypatch.setattr(manager, "joins_transactions_of", lambda alias: False)
+        yield manager
+        return
+    config = {**MANAGERS[request.param], "OPTIONS": dict(MANAGERS[request.param]["OPTIONS"])}
+    if request.param == "redis":
+        config["OPTIONS"]["KEY_PREFIX"] = f"helix-test:{uuid.uuid4().hex}"
+    with override_settings(HELIX={**helix_settings.user_settings, "STREAM_MANAGERS": {"default": config}}):
+        yield get_stream_manager()  # the test closes it (on its own loop)
+
+
+async def test_a_stop_served_by_another_process_during_the_stream_claim_ends_the_run_before_its_first_step(
+    executor, session, shared_manager, monkeypatch
+):
+    """The other process cancels the run detached while this one's claim is in flight (found by review, session 15).
+
+    Before: the detached cancel committed ``cancelled`` but left the stream alone (the run did not
+    hold it yet); then the claim landed and the run streamed its whole answer. Now the cancel closes
+    the stream for the run at its epoch, so readers get its end even if the claim never comes, and
+    the claim, when it lands, is refused (``run_ended``): the run never takes a step here.
+    """
+    manager = shared_manager
+    other = LocalExecutor()
+    try:
+        held = HeldClaim(manager, monkeypatch)
+        sending = asyncio.ensure_future(executor.execute(session, [user_message("stop me from elsewhere")]))
+        await asyncio.wait_for(held.entered.wait(), 20)
+        run = await Run.objects.filter(session_id=session.id).afirst()
+        assert not other.is_local(run.id) and executor.is_local(run.id)
+        stopped = await asyncio.wait_for(other.cancel(session=session, run_id=run.id), 20)
+        assert stopped.status == RunStatus.CANCELLED
+
+        # The claim has not come (its process might have died): readers already get the run's end.
+        info = await manager.get_info(session.stream_id)
+        assert (info.status, info.end_status, info.run_id) == ("ended", "cancelled", run.id)
+        ended = run_chunks(await manager.read_all(session.stream_id, after=run.start_sequence), run.id)
+        assert [(c["type"], c.get("status")) for c in ended] == [("helix-run-end", "cancelled")]
+        assert sse_chunks(run.id, ended) == ([{"type": "abort"}], "done")
+
+        held.released.set()
+        handle = await asyncio.wait_for(sending, 20)
+        assert (handle.run_id, handle.run_status) == (run.id, RunStatus.CANCELLED)
+        assert await executor.wait(handle.run_id, 20) == RunStatus.CANCELLED
+        assert not executor.is_local(run.id)
+        chunks = run_chunks(await manager.read_all(session.stream_id), handle.run_id)
+        assert chunks == ended  # the refused claim stored nothing: no opening after the end, no step
+        assert await manager.get_info(session.stream_id) == info
+        assert (await Run.objects.aget(pk=run.id)).status == RunStatus.CANCELLED
+    finally:
+        other.close()
+        await manager.aclose()
+
+
+def sse_chunks(run_id: str, chunks: list[dict]) -> tuple[list[dict], str | None]:
+    """The AI SDK chunks the chat route sends for ``chunks`` of the run, and its terminal."""
+    from helix_django.transport.replay import ResponseFilter
+
+    response = ResponseFilter(run_id=run_id)
+    sent = [ui for sequence, chunk in enumerate(chunks, start=1) for ui in response.accept(sequence, chunk)]
+    return sent, response.terminal
+
+
+@pytest.mark.parametrize("joined", [True, False], ids=["claim-in-the-run-start-commit", "claim-after-the-commit"])
+async def test_a_stop_served_by_another_process_after_the_claim_fences_the_runs_first_writes(
+    executor, session, use_agents, monkeypatch, joined
+):
+    """The claim landed (the database manager makes it inside the run-start commit), the task has not started.
+
+    The other process ends the stream the run holds; the run's first write is then fenced, so
+    nothing of its answer reaches the stream and the run stays ``cancelled``.
+    """
+    use_agents(default=agent({"TEXT": " ".join(f"w{i}" for i in range(60))}))
+    manager = get_stream_manager()
+    if not joined:
+        monkeypatch.setattr(manager, "joins_transactions_of", lambda alias: False)
+    other = LocalExecutor()
+    entered, released = asyncio.Event(), asyncio.Event()
+    dispatch = executor._dispatch
+
+    async def held(*args, **kwargs):
+        entered.set()
+        await released.wait()
+        return await dispatch(*args, **kwargs)
+
+    monkeypatch.setattr(executor, "_dispatch", held)
+    try:
+        sending = asyncio.ensure_future(executor.execute(session, [user_message("stop me as I start")]))
+        await asyncio.wait_for(entered.wait(), 20)
+        run = await Run.objects.filter(session_id=session.id).afirst()
+        stopped = await asyncio.wait_for(other.cancel(session=session, run_id=run.id), 20)
+        assert stopped.status == RunStatus.CANCELLED
+        released.set()
+        handle = await asyncio.wait_for(sending, 20)
+        await executor.wait(handle.run_id, 20)
+        chunks = run_chunks(await manager.read_all(session.stream_id), run.id)
+        assert [c["type"] for c in chunks if c["type"] in ("text-delta", "start-step")] == []
+        assert [c["status"] for c in chunks if c["type"] == "helix-run-end"] == ["cancelled"]
+        info = await manager.get_info(session.stream_id)
+        assert (info.status, info.end_status, info.run_id) == ("ended", "cancelled", run.id)
+        assert (await Run.objects.aget(pk=run.id)).status == RunStatus.CANCELLED
+    finally:
+        other.close()
