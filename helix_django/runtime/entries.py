@@ -226,8 +226,10 @@ class EntriesMixin:
     async def _cancel_detached(self, run: Run, answer: str) -> None:
         """Cancel a run no task of this process executes (suspended, or executing elsewhere).
 
-        Its partial output is rebuilt from the stream and kept; its stream ends ``cancelled``.
-        The process executing it (if any) stops at its next fenced write.
+        Its partial output is rebuilt from the stream and kept; its stream ends ``cancelled``,
+        also when the run's claim has not landed (the stream is closed for it at its epoch:
+        :func:`~helix_django.recovery.outcomes.aclose_stream`). The process executing it (if
+        any) stops at its next fenced write; one still claiming the stream is refused the claim.
         """
         from helix_django.recovery.outcomes import acancel_ended
         from helix_django.recovery.partial import arebuild_partial

@@ -10,6 +10,10 @@ Found by a review of the fourteenth session.
 
 The claim is held until the Stop has been recorded; then it goes on. The run must end
 ``cancelled`` by its own ending, before its first step: no answer text on the stream.
+
+A Stop served by another process (an executor of its own: its own lease owner, no entry for
+the run; the same database and stream manager) cancels the run detached: it closes the stream
+for the run at the run's epoch, and the claim, when it lands, is refused (``run_ended``).
 """
 
 from __future__ import annotations
@@ -135,6 +139,10 @@ async def test_a_stop_served_by_another_process_during_the_stream_claim_ends_the
         await asyncio.wait_for(held.entered.wait(), 20)
         run = await Run.objects.filter(session_id=session.id).afirst()
         assert not other.is_local(run.id) and executor.is_local(run.id)
+        # Readers parked in the run-start window (a resume on any process): SSE, raw stream / WebSocket.
+        readers = asyncio.ensure_future(wire_endings(manager, session.stream_id, run))
+        await asyncio.sleep(0.1)
+        assert not readers.done()
         stopped = await asyncio.wait_for(other.cancel(session=session, run_id=run.id), 20)
         assert stopped.status == RunStatus.CANCELLED
 
@@ -143,7 +151,10 @@ async def test_a_stop_served_by_another_process_during_the_stream_claim_ends_the
         assert (info.status, info.end_status, info.run_id) == ("ended", "cancelled", run.id)
         ended = run_chunks(await manager.read_all(session.stream_id, after=run.start_sequence), run.id)
         assert [(c["type"], c.get("status")) for c in ended] == [("helix-run-end", "cancelled")]
-        assert sse_chunks(run.id, ended) == ([{"type": "abort"}], "done")
+        assert await asyncio.wait_for(readers, 20) == (
+            [{"type": "abort"}, "[DONE]"],
+            [{"type": "end", "status": "cancelled"}],
+        )
 
         held.released.set()
         handle = await asyncio.wait_for(sending, 20)
@@ -159,13 +170,24 @@ async def test_a_stop_served_by_another_process_during_the_stream_claim_ends_the
         await manager.aclose()
 
 
-def sse_chunks(run_id: str, chunks: list[dict]) -> tuple[list[dict], str | None]:
-    """The AI SDK chunks the chat route sends for ``chunks`` of the run, and its terminal."""
+async def wire_endings(manager, stream_id: str, run: Run) -> tuple:
+    """What a reader of the run gets from its start: the chat route's SSE frames, the raw stream's and WebSocket's."""
+    from helix_django.transport.frames import stream_frames
+    from helix_django.transport.plan import ResponsePlan, plan_frames
     from helix_django.transport.replay import ResponseFilter
+    from tests.transport.test_plan_frames import parse
 
-    response = ResponseFilter(run_id=run_id)
-    sent = [ui for sequence, chunk in enumerate(chunks, start=1) for ui in response.accept(sequence, chunk)]
-    return sent, response.terminal
+    async def reader():  # as a route opens one before the run's claim (the run-start window: wait for live)
+        return await manager.create_resumable_reader(stream_id, from_sequence=run.start_sequence, wait_for_live=True)
+
+    async def sse(reader) -> list:
+        plan = ResponsePlan(reader=reader, filter=ResponseFilter(run_id=run.id), run=run)
+        return parse([part async for part in plan_frames(plan)])
+
+    async def raw(reader) -> list:
+        return [frame async for frame in stream_frames(reader)]
+
+    return tuple(await asyncio.gather(sse(await reader()), raw(await reader())))
 
 
 @pytest.mark.parametrize("joined", [True, False], ids=["claim-in-the-run-start-commit", "claim-after-the-commit"])
