@@ -230,3 +230,30 @@ async def test_a_stop_served_by_another_process_after_the_claim_fences_the_runs_
         assert (await Run.objects.aget(pk=run.id)).status == RunStatus.CANCELLED
     finally:
         other.close()
+
+
+async def test_a_recovery_elsewhere_during_the_stream_claim_fails_the_stream_for_the_run_and_refuses_the_claim(
+    executor, session, shared_manager, monkeypatch
+):
+    """The same close for recovery's ending (``interrupted``): readers get the run's typed error, the claim is refused."""
+    from helix_django.recovery.outcomes import ainterrupt
+    from helix_django.recovery.partial import arebuild_partial
+
+    manager = shared_manager
+    try:
+        held = HeldClaim(manager, monkeypatch)
+        sending = asyncio.ensure_future(executor.execute(session, [user_message("interrupt me from elsewhere")]))
+        await asyncio.wait_for(held.entered.wait(), 20)
+        run = await Run.objects.filter(session_id=session.id).afirst()
+        await ainterrupt(run, await arebuild_partial(run), stage=run.status, cause="process_lost")
+        info = await manager.get_info(session.stream_id)
+        assert (info.status, info.run_id, info.error["code"]) == ("failed", run.id, "run_interrupted")
+        held.released.set()
+        handle = await asyncio.wait_for(sending, 20)
+        assert handle.run_status == RunStatus.INTERRUPTED
+        assert await executor.wait(handle.run_id, 20) == RunStatus.INTERRUPTED
+        chunks = run_chunks(await manager.read_all(session.stream_id), run.id)
+        assert [c["type"] for c in chunks] == ["helix-run-end"]  # the refused claim stored nothing
+        assert await manager.get_info(session.stream_id) == info
+    finally:
+        await manager.aclose()
