@@ -259,3 +259,48 @@ def test_kit_reload_after_an_answered_client_tool_never_runs_it_again(browser, a
     assert rows[1]["tools"] == [["call_pick", "output-available"]]
     assert rows[1]["text"].count(answer) == 1
     page.context.close()
+
+
+#: A step whose first attempt fails retryably after a few words: the server retries the
+#: provider, the stream carries ``data-attempt-superseded``, then the second attempt.
+RETRIED = {"provider": {"FAIL_AFTER_CHUNKS": 6, "FAIL_RETRYABLE": True, "FAIL_ATTEMPTS": 1}, "MAX_ATTEMPTS": 2}
+
+
+def test_kit_send_whose_first_attempt_was_superseded_shows_the_reply_once(browser, app_site_factory):
+    site = app_site_factory(**RETRIED)
+    user, password = make_user()
+    page = sign_in(browser, site, user, password)
+    try:
+        session_id = f"chat_{uuid.uuid4().hex[:16]}"
+        open_app(page, site, "kit", session_id)
+        question = "What does a retried attempt look like?"
+        send(page, question)
+        assert_turns(wait_exact(page, session_id), [question])
+        assert Run.objects.get(session_id=session_id).status == "completed"
+    finally:
+        page.context.close()
+
+
+@pytest.mark.parametrize(
+    ("fail_after", "reload_at"),
+    [(6, 0.5), (60, 0.02)],
+    ids=["reload-after-the-retry", "reload-before-the-retry"],
+)
+def test_kit_reload_around_a_superseded_attempt_shows_the_reply_once(browser, app_site_factory, fail_after, reload_at):
+    """A reload mid-answer after the retry, or during the attempt that is then superseded (the
+    resumed stream carries ``data-attempt-superseded``): the reply once, as the snapshot has it."""
+    site = app_site_factory(**{**RETRIED, "provider": {**RETRIED["provider"], "FAIL_AFTER_CHUNKS": fail_after}})
+    user, password = make_user()
+    page = sign_in(browser, site, user, password)
+    try:
+        session_id = f"chat_{uuid.uuid4().hex[:16]}"
+        open_app(page, site, "kit", session_id)
+        question = "And after a reload mid-answer?"
+        send(page, question)
+        wait_for_text(page, max(1, int(len(expected_reply(question)) * reload_at)))
+        page.reload()
+        page.wait_for_function("window.helixApp !== undefined")
+        assert_turns(wait_exact(page, session_id), [question])
+        assert Run.objects.get(session_id=session_id).status == "completed"
+    finally:
+        page.context.close()

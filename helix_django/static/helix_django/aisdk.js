@@ -16,6 +16,9 @@
 //   prepareHelixReconnectRequest  the resume headers: the recorded cursor and message with
 //                            the replay prefix, else the snapshot's target; per-request wins
 //   fetchSnapshot, reanchorChat, stopRun, reattachDelay, waitForReattach, parseHelixChatError
+//   isResyncTrigger          the resync triggers HelixChat re-anchors on (client.js, the
+//                            same function): data-attempt-superseded, data-stream-resync,
+//                            data-tool-output-elsewhere
 
 import { fetchSnapshotWithRetry, parseError } from "./errors.js";
 import { newRequestKey } from "./ids.js";
@@ -25,7 +28,7 @@ import { readEventStream } from "./sse.js";
 
 export { HelixRequestError, SnapshotUnavailableError } from "./errors.js";
 export { newMessageId, newRequestKey } from "./ids.js";
-export { resumeHeaders, snapshotResumeOptions } from "./resume.js";
+export { RESYNC_TRIGGERS, isResyncTrigger, resumeHeaders, snapshotResumeOptions, triggerIdentity } from "./resume.js";
 export { routesFor } from "./routes.js";
 
 /** Chunk types after which a response is complete (anything else ending the body is a drop). */

@@ -31,7 +31,7 @@ import {
 } from "./errors.js";
 import { gettext } from "./i18n.js";
 import { newMessageId, newRequestKey } from "./ids.js";
-import { resumeHeaders, snapshotResumeOptions } from "./resume.js";
+import { isResyncTrigger, resumeHeaders, snapshotResumeOptions } from "./resume.js";
 import { readEventStream } from "./sse.js";
 
 export { MessageAccumulator, textOf } from "./accumulator.js";
@@ -43,24 +43,13 @@ export {
 } from "./errors.js";
 export { gettext, interpolate, setCatalog } from "./i18n.js";
 export { newMessageId, newRequestKey } from "./ids.js";
-export { resumeHeaders, snapshotResumeOptions } from "./resume.js";
+export { RESYNC_TRIGGERS, isResyncTrigger, resumeHeaders, snapshotResumeOptions, triggerIdentity } from "./resume.js";
 export { readEventStream } from "./sse.js";
 export { routesFor } from "./routes.js";
 import { routesFor } from "./routes.js";
 
-/** Chunk types that make a client re-anchor on the snapshot (002, "Resync"). */
-export const RESYNC_TRIGGERS = ["data-stream-resync", "data-attempt-superseded", "data-tool-output-elsewhere"];
-
 /** Typed codes after which the client re-reads the snapshot instead of re-attaching. */
 const REANCHOR_CODES = new Set(["state_not_resumable", "state_request_already_completed", "stream_failed"]);
-
-/** Identity of a resync trigger part, so a re-delivered trigger re-anchors once. */
-function triggerIdentity(chunk) {
-  const data = chunk.data || {};
-  if (chunk.type === "data-stream-resync") return `resync:${data.runId ?? ""}:${data.checkpointId ?? ""}`;
-  if (chunk.type === "data-attempt-superseded") return `attempt:${data.runId ?? ""}:${data.attemptId ?? ""}`;
-  return `elsewhere:${data.runId ?? ""}:${data.toolCallId ?? ""}`;
-}
 
 /**
  * One chat session in the browser. Emits "change" whenever its view changes.
@@ -391,14 +380,7 @@ export class HelixChat extends EventTarget {
     if (!this.live) this.startMessage(this.snapshot?.resumeMessageId || null);
     this.live.apply(chunk);
     if (kind === "finish") return "terminal";
-    if (RESYNC_TRIGGERS.includes(kind)) {
-      const identity = triggerIdentity(chunk);
-      if (this.seenTriggers.has(identity)) return undefined;
-      this.seenTriggers.add(identity);
-      const truncate = chunk.data?.truncateCheckpointId;
-      if (truncate != null && truncate === this.snapshot?.latestTruncateCheckpointId) return undefined;
-      return "reanchor";
-    }
+    if (isResyncTrigger(chunk, this.seenTriggers, this.snapshot)) return "reanchor";
     return undefined;
   }
 

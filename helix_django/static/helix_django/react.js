@@ -13,6 +13,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   helixTransport as coreHelixTransport,
   isReattachable,
+  isResyncTrigger,
   parseHelixChatError,
   reanchorChat,
   reattachDelay,
@@ -55,10 +56,11 @@ function isPending(chat, toolCallId) {
  * the replay leaves without output (still awaiting the browser) is dispatched once, after
  * the replay ends. The app's own callbacks are read from `callbacks.current`.
  */
-function replayAwareCallbacks(callbacks, getChat) {
+function replayAwareCallbacks(callbacks, getChat, onPart) {
   let replay = null;
   return {
     onData: (part) => {
+      onPart(part);
       if (part.type === "data-helix-replay" && part.data?.phase === "begin") replay = [];
       if (part.type === "data-helix-replay" && part.data?.phase === "end" && replay) {
         const held = replay;
@@ -89,7 +91,10 @@ function replayAwareCallbacks(callbacks, getChat) {
  * error's text) re-attaches on its own: after a bounded, jittered backoff (or the browser's
  * `online` event, never shorter than `Retry-After`) it re-anchors on the snapshot and
  * resumes with the replay prefix. At most `reattach.maxAttempts` (5) in a row; a resume
- * that streams resets the count. A replayed tool call never reaches `onToolCall` again,
+ * that streams resets the count. A resync trigger in the stream (`isResyncTrigger`, as
+ * HelixChat: `data-attempt-superseded` after a provider retry, `data-stream-resync`,
+ * `data-tool-output-elsewhere`) ends the response and re-anchors on the snapshot at once,
+ * so a superseded attempt's text never stays on screen. A replayed tool call never reaches `onToolCall` again,
  * except a client tool still awaiting its output, once, after the replay.
  *
  * @param {object} options  useChat / Chat options, with `transport` from `helixTransport`,
@@ -101,10 +106,20 @@ function replayAwareCallbacks(callbacks, getChat) {
 export function useHelixChat({ id, transport, messages, resume = false, resync, reattach = {}, ...options }) {
   const callbacks = useRef(options);
   callbacks.current = options;
+  const onPart = useRef(null);
   const instance = useMemo(
-    () => new Chat({ id, messages, transport, ...options, ...replayAwareCallbacks(callbacks, () => instance) }),
+    () =>
+      new Chat({
+        id,
+        messages,
+        transport,
+        ...options,
+        ...replayAwareCallbacks(callbacks, () => instance, (part) => onPart.current?.(part)),
+      }),
     [id, transport], // eslint-disable-line react-hooks/exhaustive-deps
   );
+  const seenTriggers = useMemo(() => new Set(), [instance]);
+  const lastSnapshot = useRef(null);
   const chat = useChat({ chat: instance, resume });
   const helix = transport.helix;
   const snapshotUrl = resync?.snapshotUrl ?? helix?.snapshotUrl;
@@ -113,6 +128,34 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
   const streak = useRef(0);
   const latest = useRef(chat);
   latest.current = chat;
+
+  const reanchor = useCallback(
+    async (signal) => {
+      const snapshot = await reanchorChat(latest.current, { snapshotUrl, signal, state: helix?.state });
+      lastSnapshot.current = snapshot;
+      return snapshot;
+    },
+    [snapshotUrl, helix],
+  );
+
+  // A resync trigger (HelixChat's, isResyncTrigger: a superseded attempt, a resync, a tool
+  // result elsewhere) means the message on screen is not the run's truth: the superseded
+  // attempt's parts stay in it and the winning attempt's follow. Like HelixChat, end this
+  // response (the run goes on) and re-anchor on the snapshot, whose replay prefix rebuilds
+  // the in-flight message from what the run kept. Deferred: onData runs inside the chat's
+  // message job, which stop() waits for.
+  onPart.current = (part) => {
+    if (!snapshotUrl || !isResyncTrigger(part, seenTriggers, lastSnapshot.current)) return;
+    setTimeout(async () => {
+      await instance.stop();
+      try {
+        await reanchor();
+        setResyncError(null);
+      } catch (error) {
+        setResyncError(error);
+      }
+    }, 0);
+  };
 
   useEffect(() => {
     if (chat.status === "streaming" || chat.status === "ready") streak.current = 0;
@@ -128,7 +171,7 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
         try {
           const delay = reattachDelay(streak.current, { ...reattach, retryAfterSeconds });
           await waitForReattach(delay, { signal: controller.signal });
-          await reanchorChat(latest.current, { snapshotUrl, signal: controller.signal, state: helix.state });
+          await reanchor(controller.signal);
           setResyncError(null);
           return;
         } catch (error) {
@@ -144,8 +187,8 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
     await helix.stop();
     // The server ends the stream once the cancel landed; closing it ourselves is the fallback.
     if (!(await untilIdle(instance, 5000))) await instance.stop();
-    if (resync) await reanchorChat(latest.current, { snapshotUrl, state: helix.state }).catch(setResyncError);
-  }, [instance, helix, resync, snapshotUrl]);
+    if (resync) await reanchor().catch(setResyncError);
+  }, [instance, helix, resync, reanchor]);
 
   const retry = useCallback(() => latest.current.regenerate(), []);
 

@@ -6,6 +6,7 @@ import { test } from "node:test";
 import {
   createCursorFetch,
   isReattachable,
+  isResyncTrigger,
   newStreamState,
   prepareHelixChatRequest,
   prepareHelixReconnectRequest,
@@ -165,4 +166,18 @@ test("the re-attach wait ends early on the browser's online event and aborts wit
   const aborted = waitForReattach(60_000, { events, signal: controller.signal });
   controller.abort();
   await assert.rejects(aborted, (error) => error.name === "AbortError");
+});
+
+test("a resync trigger re-anchors once per identity, as HelixChat does (client.js shares the function)", async () => {
+  const client = await import("../../../helix_django/static/helix_django/client.js");
+  assert.equal(client.isResyncTrigger, isResyncTrigger);
+  const seen = new Set();
+  const superseded = { type: "data-attempt-superseded", data: { runId: "run_1", attemptId: "att_2", supersededAttemptId: "att_1" } };
+  assert.equal(isResyncTrigger(superseded, seen), true);
+  assert.equal(isResyncTrigger({ ...superseded }, seen), false); // re-delivered by the replay: once
+  assert.equal(isResyncTrigger({ type: "data-attempt-superseded", data: { runId: "run_1", attemptId: "att_3" } }, seen), true);
+  assert.equal(isResyncTrigger({ type: "data-helix-replay", data: { phase: "begin" } }, seen), false);
+  const resync = { type: "data-stream-resync", data: { runId: "run_2", checkpointId: "c", truncateCheckpointId: "t" } };
+  assert.equal(isResyncTrigger(resync, new Set(), { latestTruncateCheckpointId: "t" }), false); // the snapshot has it
+  assert.equal(isResyncTrigger(resync, new Set(), { latestTruncateCheckpointId: "other" }), true);
 });
