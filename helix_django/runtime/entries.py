@@ -230,14 +230,30 @@ class EntriesMixin:
         also when the run's claim has not landed (the stream is closed for it at its epoch:
         :func:`~helix_django.recovery.outcomes.aclose_stream`). The process executing it (if
         any) stops at its next fenced write; one still claiming the stream is refused the claim.
+
+        The writer of a run executing elsewhere is fenced first (its stream paused as the run,
+        as the relaunch scan does: :func:`~helix_django.recovery.scan.fence_writer`), so the
+        partial kept is exactly what the stream holds, the text every client was shown; a
+        delta written after the read would reach the clients and not the kept message. Live
+        readers meet the pause as a retryable drop (``cause: run_recovering``) and resume into
+        the cancelled ending.
         """
         from helix_django.recovery.outcomes import acancel_ended
         from helix_django.recovery.partial import arebuild_partial
+        from helix_django.recovery.scan import fence_writer, release_fence
 
         await store.amark_started_tool_executions_unknown(run.id)
-        partial = None if run.status == RunStatus.SUSPENDED_CLIENT_TOOL else await arebuild_partial(run)
+        partial, is_fenced = None, False
+        if run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
+            is_fenced = await fence_writer(run)
+            partial = await arebuild_partial(run)  # after the fence: nothing more lands before the end
         fresh = await aget_run(run.session_id, run.id)
-        await acancel_ended(fresh, partial, provider_cancel_result=answer)
+        try:
+            await acancel_ended(fresh, partial, provider_cancel_result=answer)
+        except RunSupersededError:
+            if is_fenced:  # it ended meanwhile, its own ending fenced by our pause: close the stream with it
+                await release_fence(run.id)
+            raise
 
     # --- client tools and approvals --------------------------------------------------------
 
