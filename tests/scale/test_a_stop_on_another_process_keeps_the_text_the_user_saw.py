@@ -13,17 +13,18 @@ detached path on every Stop, as no web process holds the run's task. Expected: t
 partial is exactly what the clients were sent (000, "Store partial
 output explicitly"; the chat route's exactly-once promise across a reload).
 
-Fix (not made here: the Stop / cancelled-ending path is being reworked): fence the
-executing writer before reading its output, as the relaunch scan does
-(``recovery/scan.py::fence_writer``: pause the stream as the run, then
-``arebuild_partial``), so no delta lands between the read and the stream's end. Tried
-here: with that fence alone A's live reader ends on the paused stream as a retryable drop
-(``reader_ended``) before the cancelled end lands, so it also needs live readers to wait
-through a fence's pause (the "paused during a recovery fence" ending, also being reworked).
+Fixed: the detached cancel fences the executing writer before reading its output, as the
+relaunch scan does (``recovery/scan.py::fence_writer``: pause the stream as the run, then
+``arebuild_partial``), so no delta lands between the read and the stream's end. Live
+readers meet the pause as a retryable drop (``transport_stream_drop``, ``cause:
+run_recovering``; a resume inside the fence is answered 503 with the same body) and, as
+clients do, resume from their cursor into the cancelled ending (``abort`` + ``[DONE]``).
+Checked on both processes: A's send and a resume on B.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -62,7 +63,28 @@ def pair(request, daphne_server_factory, scale_env):
     return daphne_server_factory(**kwargs), daphne_server_factory(**kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="a detached cancel reads the partial before fencing the executing writer")
+def _follow(client, method, url, **kwargs):
+    """Read the chat route as a client does: resume from the cursor after a retryable drop; return (text, last events)."""
+    text, cursor = "", None
+    for _ in range(20):
+        headers = {} if cursor is None else {"X-Resume-From-Sequence": str(cursor)}
+        if cursor is not None:
+            kwargs.pop("json", None)  # a resume: the send is not repeated
+        got = read_sse(client, method if cursor is None else "GET", url, headers=headers, **kwargs)
+        if got.body is not None and got.body.get("retryable"):  # resumed within the fence (503 run_recovering)
+            assert got.body["code"] == "transport_stream_drop", got.body
+            time.sleep(0.1)
+            continue
+        text += got.text
+        cursor = got.last_id if got.last_id is not None else cursor
+        errors = [e.chunk for e in got.events if e.data != "[DONE]" and e.chunk.get("type") == "error"]
+        if got.done or not errors:
+            return text, [e.data for e in got.events[-2:]]
+        told = json.loads(errors[-1]["errorText"])
+        assert (told["code"], told["retryable"]) == ("transport_stream_drop", True), told  # a fence's drop: come back
+    raise AssertionError("the response never ended")
+
+
 def test_a_stop_on_another_process_keeps_exactly_the_text_the_clients_were_sent(pair, user_headers):
     a, b = pair
     token = {"Authorization": user_headers["Authorization"]}
@@ -77,10 +99,15 @@ def test_a_stop_on_another_process_keeps_exactly_the_text_the_clients_were_sent(
             ],
             "trigger": "submit-message",
         }
+        url = f"{PREFIX}/sessions/{sid}/chat"
 
-        def send(sid=sid, body=body):
+        def send(sid=sid, body=body, url=url):
             with httpx.Client(headers=token, timeout=30) as client:
-                seen[sid] = read_sse(client, "POST", a.url(f"{PREFIX}/sessions/{sid}/chat"), json=body)
+                seen[sid, "a"] = _follow(client, "POST", a.url(url), json=body)
+
+        def resume(sid=sid, url=url):
+            with httpx.Client(headers=token, timeout=30) as client:
+                seen[sid, "b"] = _follow(client, "GET", b.url(url))
 
         sender = threading.Thread(target=send)
         sender.start()
@@ -89,14 +116,18 @@ def test_a_stop_on_another_process_keeps_exactly_the_text_the_clients_were_sent(
             if run is not None and run.status == "streaming":
                 break
             time.sleep(0.02)
+        resumer = threading.Thread(target=resume)
+        resumer.start()
         time.sleep(0.5)
         with httpx.Client(headers=token, timeout=30) as client:
             stopped = client.post(b.url(f"{PREFIX}/sessions/{sid}/runs/{run.id}/cancel"))
         assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled"
         sender.join(30)
-        shown = seen[sid]
-        assert [e.data for e in shown.events[-2:]] == ['{"type":"abort"}', "[DONE]"]
+        resumer.join(30)
         kept = Message.objects.get(session_id=sid, role="assistant").text
-        if kept != shown.text:
-            mismatches.append((len(shown.text), len(kept)))
+        for where in ("a", "b"):
+            text, ending = seen[sid, where]
+            assert ending == ['{"type":"abort"}', "[DONE]"], (where, ending)
+            if kept != text:
+                mismatches.append((where, len(text), len(kept)))
     assert mismatches == []
