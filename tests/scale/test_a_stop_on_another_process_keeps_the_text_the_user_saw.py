@@ -19,11 +19,13 @@ relaunch scan does (``recovery/scan.py::fence_writer``: pause the stream as the 
 readers meet the pause as a retryable drop (``transport_stream_drop``, ``cause:
 run_recovering``; a resume inside the fence is answered 503 with the same body) and, as
 clients do, resume from their cursor into the cancelled ending (``abort`` + ``[DONE]``).
-Checked on both processes: A's send and a resume on B.
+Checked on both processes: A's send (SSE) and WebSocket, B's chat resume (SSE) and raw stream
+route; each ends cancelled (``abort`` + ``[DONE]``; ``end cancelled``) with the kept partial's text.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -31,6 +33,7 @@ import uuid
 
 import httpx
 import pytest
+import websockets
 
 from helix_django.models import Message, Run
 from tests.transport.conftest import read_sse
@@ -85,6 +88,52 @@ def _follow(client, method, url, **kwargs):
     raise AssertionError("the response never ended")
 
 
+def _frames_text(frames):
+    return "".join(
+        f["chunk"].get("delta", "") for f in frames if f["type"] == "chunk" and f["chunk"].get("type") == "text-delta"
+    )
+
+
+def _follow_raw(client, url, cursor):
+    """Read the raw stream route from ``cursor``, resuming after a retryable drop; return (text, terminal frame)."""
+    text = ""
+    for _ in range(20):
+        got = read_sse(client, "GET", url, headers={"X-Resume-From-Sequence": str(cursor)})
+        if got.body is not None:  # resumed within the fence (503 run_recovering)
+            assert (got.body["code"], got.body["retryable"]) == ("transport_stream_drop", True), got.body
+            time.sleep(0.1)
+            continue
+        frames = [json.loads(e.data) for e in got.events]
+        text += _frames_text(frames)
+        cursor = max([f["sequence"] for f in frames if f["type"] == "chunk"], default=cursor)
+        if frames and frames[-1]["type"] == "fail" and frames[-1].get("recoverable"):
+            continue
+        return text, frames[-1] if frames else None
+    raise AssertionError("the raw stream never ended")
+
+
+async def _follow_ws(server, sid, cookie, cursor):
+    """Follow the WebSocket from ``cursor``, reconnecting after a recoverable ``fail``; return (text, terminal frame)."""
+    text = ""
+    url = f"{server.ws_base_url}/ws{PREFIX}/sessions/{sid}/"
+    for _ in range(20):
+        async with websockets.connect(url, additional_headers={"Cookie": cookie}, origin=server.base_url) as ws:
+            await ws.send(json.dumps({"type": "resume", "from_sequence": cursor}))
+            while True:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                if frame["type"] != "chunk":
+                    break
+                text += _frames_text([frame])
+                cursor = frame["sequence"]
+        is_drop = (frame["type"] == "fail" and frame.get("recoverable")) or (
+            frame["type"] == "error" and frame.get("retryable")  # resumed within the fence
+        )
+        if not is_drop:
+            return text, frame
+        await asyncio.sleep(0.1)
+    raise AssertionError("the WebSocket never ended")
+
+
 def test_a_stop_on_another_process_keeps_exactly_the_text_the_clients_were_sent(pair, user_headers):
     a, b = pair
     token = {"Authorization": user_headers["Authorization"]}
@@ -118,16 +167,34 @@ def test_a_stop_on_another_process_keeps_exactly_the_text_the_clients_were_sent(
             time.sleep(0.02)
         resumer = threading.Thread(target=resume)
         resumer.start()
+
+        def raw(sid=sid, start=run.start_sequence):
+            with httpx.Client(headers=token, timeout=30) as client:
+                seen[sid, "raw b"] = _follow_raw(client, b.url(f"{PREFIX}/sessions/{sid}/stream"), start)
+
+        def ws(sid=sid, start=run.start_sequence):
+            seen[sid, "ws a"] = asyncio.run(_follow_ws(a, sid, user_headers["Cookie"], start))
+
+        others = [threading.Thread(target=raw), threading.Thread(target=ws)]
+        for thread in others:
+            thread.start()
         time.sleep(0.5)
         with httpx.Client(headers=token, timeout=30) as client:
             stopped = client.post(b.url(f"{PREFIX}/sessions/{sid}/runs/{run.id}/cancel"))
         assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled"
         sender.join(30)
         resumer.join(30)
+        for thread in others:
+            thread.join(30)
         kept = Message.objects.get(session_id=sid, role="assistant").text
         for where in ("a", "b"):
             text, ending = seen[sid, where]
             assert ending == ['{"type":"abort"}', "[DONE]"], (where, ending)
+            if kept != text:
+                mismatches.append((where, len(text), len(kept)))
+        for where in ("raw b", "ws a"):
+            text, ending = seen[sid, where]
+            assert ending == {"type": "end", "status": "cancelled"}, (where, ending)
             if kept != text:
                 mismatches.append((where, len(text), len(kept)))
     assert mismatches == []
