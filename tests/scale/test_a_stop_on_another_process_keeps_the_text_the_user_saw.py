@@ -35,8 +35,8 @@ import httpx
 import pytest
 import websockets
 
-from helix_django.models import Message, Run
-from tests.transport.conftest import read_sse
+from helix_django.models import Message
+from tests.transport.conftest import read_sse, wait_for_run_status
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -160,11 +160,7 @@ def test_a_stop_on_another_process_keeps_exactly_the_text_the_clients_were_sent(
 
         sender = threading.Thread(target=send)
         sender.start()
-        for _ in range(500):
-            run = Run.objects.filter(session_id=sid).first()
-            if run is not None and run.status == "streaming":
-                break
-            time.sleep(0.02)
+        run = wait_for_run_status(sid)
         resumer = threading.Thread(target=resume)
         resumer.start()
 

@@ -257,3 +257,30 @@ def run_in_start_window(owner_id: int) -> tuple[str, Any]:
     sid = new_session_id()
     store.get_or_create_session(sid, owner_id=owner_id)
     return sid, store.start_run(store.RunStartRequest(session_id=sid, input_messages=[user_message("hi")]))
+
+
+def ws_terminal(server, session_id: str, headers: dict[str, str], from_sequence: int) -> dict[str, Any]:
+    """Resume ``session_id`` on the WebSocket from ``from_sequence``; return its first frame that is not a chunk."""
+    from websockets.sync.client import connect
+
+    with connect(f"{server.ws_base_url}/ws{PREFIX}/sessions/{session_id}/", additional_headers=headers) as ws:
+        ws.send(json.dumps({"type": "resume", "from_sequence": from_sequence}))
+        while True:
+            frame = json.loads(ws.recv(timeout=10))
+            if frame["type"] != "chunk":
+                return frame
+
+
+def wait_for_run_status(session_id: str, status: str = "streaming", *, seconds: float = 10.0) -> Any:
+    """Poll until the session's first run has ``status``; return that run (the last one read, or None,
+    once ``seconds`` passed: the caller's asserts then tell)."""
+    import time
+
+    from helix_django.models import Run
+
+    deadline = time.monotonic() + seconds
+    while True:
+        run = Run.objects.filter(session_id=session_id).first()
+        if (run is not None and run.status == status) or time.monotonic() > deadline:
+            return run
+        time.sleep(0.02)

@@ -11,15 +11,22 @@ then runs the tool, whose result is refused). The raw stream route and the WebSo
 
 from __future__ import annotations
 
-import json
 import time
 
 import httpx
 import pytest
-from websockets.sync.client import connect
 
 from helix_django.models import Run, RunStatus
-from tests.transport.conftest import PREFIX, agent_settings, chat_url, new_session_id, read_sse, send_body, user_message
+from tests.transport.conftest import (
+    PREFIX,
+    agent_settings,
+    chat_url,
+    new_session_id,
+    read_sse,
+    send_body,
+    user_message,
+    ws_terminal,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -38,15 +45,6 @@ def paused_run(client, server) -> tuple[str, Run]:
     run = Run.objects.get(session_id=sid)
     assert run.status == RunStatus.SUSPENDED_CLIENT_TOOL
     return sid, run
-
-
-def ws_terminal(server, sid, headers, from_sequence):
-    with connect(f"{server.ws_base_url}/ws{PREFIX}/sessions/{sid}/", additional_headers=headers) as ws:
-        ws.send(json.dumps({"type": "resume", "from_sequence": from_sequence}))
-        while True:
-            frame = json.loads(ws.recv(timeout=10))
-            if frame["type"] != "chunk":
-                return frame
 
 
 def test_a_run_cancelled_while_paused_for_a_client_tool_ends_with_abort_on_every_wire(server, users):

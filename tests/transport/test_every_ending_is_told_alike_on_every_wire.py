@@ -17,10 +17,19 @@ import time
 
 import httpx
 import pytest
-from websockets.sync.client import connect
 
 from helix_django.models import Run
-from tests.transport.conftest import PREFIX, agent_settings, chat_url, new_session_id, read_sse, send_body, user_message
+from tests.transport.conftest import (
+    PREFIX,
+    agent_settings,
+    chat_url,
+    new_session_id,
+    read_sse,
+    send_body,
+    user_message,
+    wait_for_run_status,
+    ws_terminal,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -80,15 +89,6 @@ def told_frame(frame: dict) -> tuple:
     if frame["type"] == "end":
         return ("end", frame["status"])
     return (frame["type"], (frame.get("errorDetail") or {}).get("code"))
-
-
-def ws_terminal(server, sid, headers, from_sequence):
-    with connect(f"{server.ws_base_url}/ws{PREFIX}/sessions/{sid}/", additional_headers=headers) as ws:
-        ws.send(json.dumps({"type": "resume", "from_sequence": from_sequence}))
-        while True:
-            frame = json.loads(ws.recv(timeout=10))
-            if frame["type"] != "chunk":
-                return frame
 
 
 def every_wire(server, client, headers, sid) -> dict[str, tuple]:
@@ -189,11 +189,7 @@ def test_a_stopped_run_is_told_cancelled_on_every_wire_live_and_after(server, us
 
     sender = threading.Thread(target=send)
     sender.start()
-    for _ in range(500):
-        run = Run.objects.filter(session_id=sid).first()
-        if run is not None and run.status == "streaming":
-            break
-        time.sleep(0.02)
+    run = wait_for_run_status(sid)
     time.sleep(0.3)
     readers = [threading.Thread(target=raw_live), threading.Thread(target=ws_live)]
     for reader in readers:
