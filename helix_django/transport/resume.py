@@ -39,7 +39,7 @@ from helix_django.models import Run, RunStatus
 from helix_django.orm import sync_to_async
 from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import ACTIVE, FAILED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
+from helix_django.streams.base import ACTIVE, ENDED, FAILED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.transport.chat_request import ChatRequest
 from helix_django.transport.frames import check_cursor, recovering_drop
 from helix_django.transport.plan import ResponsePlan, plan_from_chunks, read_plan
@@ -118,6 +118,35 @@ async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run, 
         finally:
             if not handed:
                 waiter.cancel()
+
+
+#: How long a resume waits for the stream end of a run already ended in the database (seconds).
+ENDING_WAIT_SECONDS = 5.0
+
+
+async def wait_for_stream_end(manager: BaseStreamManager, stream_id: str) -> StreamInfo | None:
+    """Return the info of the stream once it is no longer ``active``/``paused`` (or after ``ENDING_WAIT_SECONDS``).
+
+    A run ended elsewhere (a Stop served by another process, a recovery: recovery/outcomes.py)
+    commits its terminal status before its stream's closing chunks are appended: a resume in
+    between, its cursor at the head, was answered 204 (the client holds everything) and never
+    saw the ending (``abort`` + ``[DONE]``). Event-driven (the manager's wake-ups); a stream
+    still open after the wait (its close failed: the backend was down) is answered as before,
+    from what it holds (the snapshot tells the run's status). Raises StreamConnectionError
+    for a failed read.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ENDING_WAIT_SECONDS
+    while True:
+        waiter = manager.subscribe(stream_id)
+        try:
+            info = await manager.get_info(stream_id)
+            remaining = deadline - loop.time()
+            if info is None or info.status not in (ACTIVE, PAUSED) or remaining <= 0:
+                return info
+            await waiter.wait(remaining)
+        finally:
+            waiter.cancel()
 
 
 async def plan_prefix(state: ResumeState, message_id: str) -> ResponsePlan:
@@ -221,22 +250,26 @@ async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0)
     if request.cursor is None:
         return ResponsePlan.nothing()
     info = await manager.get_info(stream_id)
+    if run.is_terminal and info is not None and info.run_id == run.id and info.status in (ACTIVE, PAUSED):
+        info = await wait_for_stream_end(manager, stream_id)
     if info is None or not info.run_id:  # expired (TTL) or purged: the snapshot still has the conversation
         raise NotResumableError(cause="stream_expired")
     check_cursor(request.cursor, info)
     cursor = max(request.cursor, run.start_sequence)
-    if info.run_id != run.id or cursor >= info.head_sequence:
+    at_head = cursor >= info.head_sequence
+    if info.run_id != run.id or (at_head and info.status != ENDED):
         return ResponsePlan.nothing()  # the run wrote nothing to the stream, or the client holds all of it
     if info.status == FAILED:
         raise StreamFailedResponse(session_id=session.id, stream_id=stream_id, error=info.error)
+    response_filter = _resume_filter(request, state, cursor)
     plan = await read_plan(
-        manager,
-        stream_id,
-        run=run,
-        from_sequence=cursor,
-        live=None,
-        response_filter=_resume_filter(request, state, cursor),
+        manager, stream_id, run=run, from_sequence=cursor, live=None, response_filter=response_filter
     )
+    if at_head:
+        # The client read every chunk: it holds the ending too if the run's own end is among them;
+        # a stream ended without it (the run's task ended it after a fence, its canceller's close
+        # refused) is told from the run (``abort`` + ``[DONE]`` for a cancelled one), never a 204.
+        return ResponsePlan.nothing() if response_filter.last_end_at is not None else plan
     return plan if plan.has_visible_backlog else ResponsePlan.nothing()
 
 

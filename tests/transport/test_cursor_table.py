@@ -238,3 +238,51 @@ async def test_a_resume_while_a_recovery_fences_the_run_is_a_retryable_503(confi
         status, body = await request("GET", chat(sid), auth, cursor(handle.from_sequence + 2))
         assert status == 409 and body["error"] == "stream_failed" and body["code"] == "run_interrupted"
         await get_executor().wait(handle.run_id, 10)
+
+
+async def test_a_resume_between_a_runs_terminal_commit_and_its_stream_end_tells_the_ending(
+    configured, token, monkeypatch
+):
+    """A Stop served by another process commits ``cancelled`` before it closes the stream (recovery/outcomes.py).
+
+    A resume in between, its cursor at the head, was a 204 (the client holds everything) and
+    never told ``abort`` + ``[DONE]`` (seen under load in the two-process Stop test, session 15).
+    It now waits for the stream's end.
+    """
+    from django.conf import settings
+
+    from helix_django.recovery import outcomes
+    from helix_django.runtime.executor import LocalExecutor
+
+    user, auth = token
+    entered, released = asyncio.Event(), asyncio.Event()
+    close = outcomes.aclose_stream
+
+    async def held_close(*args, **kwargs):
+        entered.set()
+        await released.wait()
+        await close(*args, **kwargs)
+
+    monkeypatch.setattr(outcomes, "aclose_stream", held_close)
+    with override_settings(HELIX={**settings.HELIX, **helix(default=agent({"TEXT": LONG, "PACE_TPS": 25}))}):
+        sid = new_session_id()
+        session, _ = await store.aget_or_create_session(sid, owner_id=user.pk)
+        handle = await get_executor().execute(session, [user_message("stop me elsewhere")])
+        run = await Run.objects.aget(pk=handle.run_id)
+        other = LocalExecutor()  # another process: no entry for the run, it cancels detached
+        try:
+            stopping = asyncio.ensure_future(other.cancel(session=session, run_id=run.id))
+            await asyncio.wait_for(entered.wait(), 20)
+            assert (await Run.objects.aget(pk=run.id)).status == "cancelled"
+            head = (await get_stream_manager().get_info(session.stream_id)).head_sequence
+            resuming = asyncio.ensure_future(request("GET", chat(sid), auth, cursor(head)))
+            await asyncio.sleep(0.3)
+            released.set()
+            status, frames = await asyncio.wait_for(resuming, 20)
+            assert status == 200, frames
+            assert frames[-2:] == [{"type": "abort"}, "[DONE]"]
+            await asyncio.wait_for(stopping, 20)
+        finally:
+            released.set()
+            other.close()
+        await get_executor().wait(handle.run_id, 10)
