@@ -245,7 +245,11 @@ async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0)
         )
         if live.info.status != ACTIVE and not plan.has_visible_backlog:
             await plan.close()
-            return ResponsePlan.nothing()  # paused, and nothing after the cursor
+            if live.info.status == PAUSED or _depth >= _MAX_REPLANS:
+                return ResponsePlan.nothing()  # paused, and nothing after the cursor
+            # Ended since the run was read as live (a Stop served elsewhere): decide from the ended run.
+            fresh = await sync_to_async(read_resume_state)(session.id, None)
+            return await plan_resume(request, fresh, _depth + 1)
         return plan
     if request.cursor is None:
         return ResponsePlan.nothing()
