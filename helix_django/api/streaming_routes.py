@@ -22,7 +22,7 @@ from helix_django.api.views import HelixAPIView
 from helix_django.errors import RouteNotWiredError
 
 
-class _NotWiredView(HelixAPIView):
+class NotWiredView(HelixAPIView):
     """Refuse every method with 501 ``transport_route_not_wired`` before authentication."""
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -63,7 +63,7 @@ CHAT_BODY = inline_serializer(
 @extend_schema(
     methods=["POST"], parameters=CHAT_HEADERS, request=CHAT_BODY, responses={(200, "text/event-stream"): UI_STREAM}
 )
-class ChatRouteView(_NotWiredView):
+class ChatRouteView(NotWiredView):
     """``GET``/``POST sessions/<id>/chat``: the chat route (served by ``ChatConsumer``)."""
 
     operation_ids = {"GET": "resumeChat", "POST": "sendChat"}
@@ -93,7 +93,7 @@ RAW_STREAM = OpenApiResponse(
     ],
     responses={(200, "text/event-stream"): RAW_STREAM},
 )
-class StreamRouteView(_NotWiredView):
+class StreamRouteView(NotWiredView):
     """``GET sessions/<id>/stream``: the raw stream route (served by ``StreamConsumer``)."""
 
     operation_ids = {"GET": "streamSession"}

@@ -69,6 +69,12 @@ class HelixSchemaView(SpectacularAPIView):
 urlpatterns = [
     *endpoint_patterns,
     path("schema/", HelixSchemaView.as_view(), name="schema"),
-    # Typed 404s for unknown paths of helix's own tree only: host routes after the include still resolve.
+    # The AI SDK's default send and reconnect shape (transport/aisdk.py), outside the schema: 501 where
+    # the ASGI routing is missing, as the chat route's stand-in answers.
+    path("chat", streaming_routes.NotWiredView.as_view(), name="aisdk-chat"),
+    path("chat/<str:session_id>/stream", streaming_routes.NotWiredView.as_view(), name="aisdk-stream"),
+    # Typed 404s for unknown paths of helix's own tree only (a trailing slash on a route included):
+    # host routes after the include still resolve.
     re_path(r"^sessions/", views.RouteNotFoundView.as_view(), name="not-found"),
+    re_path(r"^chat/", views.RouteNotFoundView.as_view(), name="aisdk-not-found"),
 ]

@@ -19,7 +19,17 @@ def client():
 
 
 @pytest.mark.parametrize(
-    "path", ["/helix/api/sessions/s1/nope", "/helix/api/sessions/s1/runs/r1/explode", "/helix/api/sessions/x/y/z/"]
+    "path",
+    [
+        "/helix/api/sessions/s1/nope",
+        "/helix/api/sessions/s1/runs/r1/explode",
+        "/helix/api/sessions/x/y/z/",
+        # a trailing slash on a streaming route, the AI SDK's default shapes included
+        "/helix/api/sessions/s1/chat/",
+        "/helix/api/chat/",
+        "/helix/api/chat/s1/stream/",
+        "/helix/api/chat/s1/nope",
+    ],
 )
 @pytest.mark.parametrize("method", ["get", "post", "delete"])
 def test_unknown_paths_are_typed_404s(client, path, method):
@@ -27,6 +37,14 @@ def test_unknown_paths_are_typed_404s(client, path, method):
     assert response.status_code == 404
     assert response["Content-Type"].startswith("application/json")
     assert response.json() == {"error": "Not found", "code": "not_found", "retryable": False}
+
+
+@pytest.mark.parametrize("path", ["/helix/api/chat", "/helix/api/chat/s1/stream"])
+def test_the_aisdk_routes_without_the_asgi_routing_are_refused_as_not_wired(client, path):
+    """Reached through Django (no helix routing in asgi.py): 501, as the chat route's stand-in answers."""
+    response = client.post(path, {}, format="json")
+    assert response.status_code == 501
+    assert response.json()["code"] == "transport_route_not_wired"
 
 
 def test_anonymous_unknown_path_is_still_json():
