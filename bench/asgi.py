@@ -6,6 +6,10 @@ is compared with, for a POST of the same body and headers.
 ``/bench/sse?tokens=N&pace=TPS`` streams N SSE frames at TPS per second, each carrying
 its emission time like :class:`bench.provider.ClockProvider`: the floor of the live SSE
 measurement (no persistence, no run).
+``/bench/sse?...&store=1`` does the same and first stores each frame in one SQLite transaction
+(BEGIN IMMEDIATE, the stream row's head moved, the chunk row inserted, COMMIT: the statements
+of helix's group commit for one delta, on the same tables and file, on the event loop like its
+inline writes): the floor of any server that stores each delta before it sends it.
 ``/bench/heap?op=start|read|stop`` drives :mod:`tracemalloc` in this server process (the
 opens section's idle-memory row, :func:`heap`): bench-only, never part of helix_django.
 
@@ -17,8 +21,10 @@ import asyncio
 import gc
 import json
 import os
+import sqlite3
 import time
 import tracemalloc
+import uuid
 from urllib.parse import parse_qs
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "bench.settings")
@@ -34,10 +40,58 @@ tune_gc_for_streaming()
 helix_app = get_asgi_application(django_app, prefix="helix/api/")
 
 
+_STORE: dict[str, sqlite3.Connection] = {}
+
+
+def store_connection() -> sqlite3.Connection:
+    """The durable bare route's one SQLite connection (autocommit mode: explicit transactions)."""
+    connection = _STORE.get("default")
+    if connection is None:
+        from django.conf import settings
+
+        connection = sqlite3.connect(settings.DATABASES["default"]["NAME"], isolation_level=None)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA busy_timeout=1000")
+        _STORE["default"] = connection
+    return connection
+
+
+def open_bare_stream(connection: sqlite3.Connection) -> str:
+    """Insert an active stream row for the durable bare route; return its id."""
+    stream_id = f"bench_bare_{uuid.uuid4().hex[:12]}"
+    connection.execute(
+        "INSERT INTO helix_django_stream (stream_id, status, run_id, head_sequence, claim_epoch, end_status,"
+        " created_at, updated_at) VALUES (?, 'active', 'bare', 0, 1, '', datetime('now'), datetime('now'))",
+        (stream_id,),
+    )
+    return stream_id
+
+
+def store_frame(connection: sqlite3.Connection, stream_id: str, sequence: int, payload: str) -> None:
+    """Store one frame's chunk in its own transaction: the head moved, the chunk row inserted."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute(
+            "UPDATE helix_django_stream SET head_sequence = ? WHERE stream_id = ?", (sequence, stream_id)
+        )
+        connection.execute(
+            "INSERT INTO helix_django_streamchunk (stream_id, sequence, run_id, attempt_id, step, type, payload)"
+            " VALUES (?, ?, 'bare', '', 0, 'text-delta', ?)",
+            (stream_id, sequence, payload),
+        )
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
 async def bare_sse(scope, send):
-    """Stream timestamped SSE frames at a pace, then ``[DONE]``."""
+    """Stream timestamped SSE frames at a pace (``store=1``: each stored first), then ``[DONE]``."""
     query = parse_qs(scope.get("query_string", b"").decode())
     tokens, pace = int(query.get("tokens", ["100"])[0]), float(query.get("pace", ["50"])[0])
+    connection = store_connection() if query.get("store") == ["1"] else None
+    stream_id = open_bare_stream(connection) if connection is not None else ""
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     loop = asyncio.get_running_loop()
@@ -46,7 +100,10 @@ async def bare_sse(scope, send):
         delay = started + index / pace - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        body = f'id: {index + 1}\ndata: {{"type":"text-delta","id":"t","delta":"{time.perf_counter():.6f} "}}\n\n'
+        data = f'{{"type":"text-delta","id":"t","delta":"{time.perf_counter():.6f} "}}'
+        if connection is not None:
+            store_frame(connection, stream_id, index + 1, data)
+        body = f"id: {index + 1}\ndata: {data}\n\n"
         await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 

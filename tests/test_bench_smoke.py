@@ -54,3 +54,7 @@ def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_pa
     sqlite_append = next(r for r in measured if r["name"].startswith("database/sqlite") and r["section"] == "append")
     assert sqlite_append["baseline_name"] == "sqlite3 executemany"
     assert sqlite_append["holds"] in (True, False)
+    sse_rows = [r for r in measured if r["section"] == "sse"]
+    if sse_rows:  # through the server: the durable floor is measured beside the bare route
+        floor = [r for r in sse_rows if r["baseline_name"] == "bare SSE + 1 SQLite commit/delta"]
+        assert floor and floor[0]["ratio"]["median"] > 0, [r["name"] for r in sse_rows]

@@ -10,8 +10,11 @@ minus emission time in the provider. Also: daphne's CPU seconds per 1 000 deltas
 (/proc utime+stime) and its resident memory growth per open response.
 Baseline, same repeat: the same N clients reading ``/bench/sse`` (timestamped frames at
 the same pace from a bare ASGI route on the same daphne: no run, no persistence).
-Targets (issue 23, ratios to the bare route in the same repeat): server CPU per delta
-<= 2x at 10 and 100 runs; p99 delay <= 3x at 500 runs (``Sizes.server_runs``).
+Up to 100 runs the bare route is also measured storing each frame in one SQLite
+transaction before sending it (``store=1``): the floor of a server that commits every delta
+before its readers see it (an informational row). Targets (issue 23, ratios to the bare
+route in the same repeat): server CPU per delta <= 2x at 10 and 100 runs; p99 delay <= 3x
+at 500 runs (``Sizes.server_runs``).
 The HTTP client runs in this process and shares the 2 cores with the server.
 """
 
@@ -24,7 +27,7 @@ import time
 import uuid
 
 from bench.config import Sizes
-from bench.harness import Row, delay_rows, not_available
+from bench.harness import Row, Stat, delay_rows, not_available, paired_ratio
 from bench.sections.e2e import missing, server_name, start_server, token_headers
 
 NAME = "sse"
@@ -33,6 +36,9 @@ TARGET_CPU_RATIO = 2.0
 TARGET_P99_RATIO = 3.0
 """Issue 23: p99 delay at 500 runs <= 3x the bare SSE route's p99 at 500."""
 TARGET_RUNS = 500
+DURABLE_MAX_RUNS = 100
+"""Configurations of at most this many runs are also measured against the bare route storing each
+frame (``/bench/sse?store=1``); above it the bare route's lone commits would only measure SQLite's lock."""
 START_ALLOWANCE_SECONDS_PER_RUN = 0.05
 """Each configuration's replies last ``live_seconds`` plus this per run, so all runs overlap."""
 
@@ -97,14 +103,16 @@ async def _follow(client, method: str, url: str, sample: Sample, **kwargs) -> No
     assert done, "a response ended without [DONE]"
 
 
-async def _measure(client, server, runs: int, tokens: int, pace: float, headers, *, bare: bool) -> dict[str, float]:
+async def _measure(
+    client, server, runs: int, tokens: int, pace: float, headers, *, bare: bool, store: bool = False
+) -> dict[str, float]:
     sample = Sample()
     pid = server.process.pid
     rss_before, cpu_before = _proc_rss_bytes(pid), _proc_cpu_seconds(pid)
     tasks = []
     for _ in range(runs):
         if bare:
-            url = server.url(f"/bench/sse?tokens={tokens}&pace={pace}")
+            url = server.url(f"/bench/sse?tokens={tokens}&pace={pace}" + ("&store=1" if store else ""))
             tasks.append(_follow(client, "GET", url, sample))
         else:
             session_id = f"bench_sse_{uuid.uuid4().hex[:12]}"
@@ -140,14 +148,18 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
     """Measure ``runs`` concurrent generations ``repeats`` times, each next to the bare SSE route."""
     mine: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu", "rss")}
     base: dict[str, list[float]] = {k: [] for k in mine}
+    durable: list[float] = []
     for _ in range(repeats):
         measured = await _measure(client, server, runs, tokens, pace, headers, bare=True)
         for key in base:
             base[key].append(measured[key])
+        if runs <= DURABLE_MAX_RUNS:
+            measured = await _measure(client, server, runs, tokens, pace, headers, bare=True, store=True)
+            durable.append(measured["cpu"])
         measured = await _measure(client, server, runs, tokens, pace, headers, bare=False)
         for key in mine:
             mine[key].append(measured[key])
-    return delay_rows(
+    rows = delay_rows(
         NAME,
         name,
         mine,
@@ -161,6 +173,19 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
             **({"p99": TARGET_P99_RATIO} if runs == TARGET_RUNS else {}),
         },
     )
+    if durable:
+        rows.append(
+            Row(
+                NAME,
+                f"{name}: server CPU per 1000 deltas vs a bare route that stores each delta",
+                value=Stat.of(mine["cpu"], "s"),
+                baseline_name="bare SSE + 1 SQLite commit/delta",
+                baseline=Stat.of(durable, "s"),
+                ratio=paired_ratio(mine["cpu"], durable),
+                note="the floor of any server that commits each delta before sending it (informational)",
+            )
+        )
+    return rows
 
 
 async def run(sizes: Sizes) -> list[Row]:
