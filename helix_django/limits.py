@@ -218,6 +218,10 @@ class ResponseBudget:
     def admit(self, chunk: Chunk, message: Callable[[], dict[str, Any]]) -> None:
         """Count ``chunk`` into the message; raise ResponseTooLargeError if it would pass the limit.
 
+        The error carries ``limitBytes`` (``MAX_MESSAGE_BYTES``), ``answerLimitBytes`` (the
+        answer's share, ``limit_bytes``: what was passed) and ``sizeBytes`` (the message with
+        ``chunk``, above ``answerLimitBytes``; it may be below ``limitBytes``).
+
         ``message`` returns the message so far; called only when the estimate would pass
         the limit (reading an accumulator's message joins its pending deltas).
         """
@@ -226,7 +230,9 @@ class ResponseBudget:
             self.size_bytes = json_size(message())
             if self.size_bytes + growth > self.limit_bytes:
                 raise ResponseTooLargeError(
-                    limitBytes=helix_settings.MAX_MESSAGE_BYTES, sizeBytes=self.size_bytes + growth
+                    limitBytes=helix_settings.MAX_MESSAGE_BYTES,
+                    answerLimitBytes=self.limit_bytes,
+                    sizeBytes=self.size_bytes + growth,
                 )
         self.size_bytes += growth
 

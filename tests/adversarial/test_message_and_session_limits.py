@@ -240,5 +240,7 @@ async def test_an_answer_growing_past_the_limit_fails_the_run_and_keeps_the_part
     frames = [json.loads(line[6:]) for line in raw.decode().splitlines() if line.startswith("data: {")]
     error = json.loads(frames[-1]["errorText"]) if frames[-1]["type"] == "error" else frames[-1]
     assert error["code"] == "run_response_too_large" and error["limitBytes"] == MESSAGE_LIMIT
+    # the figures tell what was passed: the answer's share of the limit (its ending's reserve left)
+    assert error["answerLimitBytes"] == MESSAGE_LIMIT - 4096 < error["sizeBytes"]
     sent = "".join(f.get("delta", "") for f in frames if f["type"] == "text-delta")
     assert sent == "".join(p.get("text", "") for p in stored["parts"])
