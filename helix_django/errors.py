@@ -295,11 +295,19 @@ class MessageTooLargeError(PayloadTooLargeError):
 
 
 class MethodNotAllowedError(ValidationError):
-    """The endpoint does not serve this HTTP method (405)."""
+    """The endpoint does not serve this HTTP method (405).
+
+    ``allowed``: the methods it serves, sent as the response's ``Allow`` header (RFC 9110
+    §15.5.6: a 405 must carry one) by :func:`helix_django.transport.sse.send_error`.
+    """
 
     code = "validation_method_not_allowed"
     http_status = 405
     default_message = _("Method not allowed")
+
+    def __init__(self, message: str | Promise | None = None, *, allowed: tuple[str, ...] = (), **extra: Any) -> None:
+        super().__init__(message, **extra)
+        self.allowed = allowed
 
 
 class UnsupportedMediaTypeError(ValidationError):

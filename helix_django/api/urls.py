@@ -69,6 +69,9 @@ class HelixSchemaView(SpectacularAPIView):
 urlpatterns = [
     *endpoint_patterns,
     path("schema/", HelixSchemaView.as_view(), name="schema"),
+    # The session list without its slash: with the host's APPEND_SLASH a POST there was Django's HTML 500
+    # (it cannot redirect a POST), a GET an HTML 301. Outside the schema.
+    path("sessions", views.SessionListView.as_view(), name="session-list-unslashed"),
     # The AI SDK's default send and reconnect shape (transport/aisdk.py), outside the schema: 501 where
     # the ASGI routing is missing, as the chat route's stand-in answers.
     path("chat", streaming_routes.NotWiredView.as_view(), name="aisdk-chat"),

@@ -98,7 +98,7 @@ class AISDKChatConsumer:
             raise ValueError("The chat route serves HTTP only")
         try:
             if scope["method"] != "POST":
-                raise MethodNotAllowedError()
+                raise MethodNotAllowedError(allowed=("POST",))
             raw = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
             try:
                 body = json.loads(raw)
@@ -112,8 +112,7 @@ class AISDKChatConsumer:
             return
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text
             log_unexpected("AI SDK chat route", exc)
-            headers = [(b"allow", b"POST")] if isinstance(exc, MethodNotAllowedError) else []
-            await send_refusal(send, scope, exc, headers=headers)
+            await send_refusal(send, scope, exc)
             return
         await self.chat(_with_route(scope, session_id, request_key), _replayed(raw, receive), send)
 
@@ -129,7 +128,7 @@ class AISDKStreamConsumer(ChatConsumer):
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         """Serve a resume; any other method is 405 ``validation_method_not_allowed``."""
         if scope["type"] == "http" and scope["method"] != "GET":
-            await send_refusal(send, scope, MethodNotAllowedError(), headers=[(b"allow", b"GET")])
+            await send_refusal(send, scope, MethodNotAllowedError(allowed=("GET",)))
             return
         await super().__call__(scope, receive, send)
 

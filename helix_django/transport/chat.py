@@ -149,7 +149,7 @@ def _identify_caller(
     ``parsed`` is :func:`_parse`'s result; its refusal is raised only after authentication.
     """
     if scope["method"] not in ("GET", "POST"):
-        raise MethodNotAllowedError()
+        raise MethodNotAllowedError(allowed=("GET", "POST"))
     request, invalid = parsed
     try:  # an invalid request never creates an anonymous visitor's Django session
         create_anonymous = scope["method"] == "POST" and not invalid
@@ -313,8 +313,6 @@ class ChatConsumer:
             if watch is not None:
                 await watch.close()
             log_unexpected("chat route", exc)
-            if isinstance(exc, MethodNotAllowedError):
-                headers = [*headers, (b"allow", b"GET, POST")]
             await self.refuse(send, exc, headers, language=language)
             return None
         except BaseException:  # the server cancelled the request

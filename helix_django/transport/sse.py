@@ -25,7 +25,7 @@ from typing import Any
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import translation
 
-from helix_django.errors import HelixError, as_helix_error
+from helix_django.errors import HelixError, MethodNotAllowedError, as_helix_error
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,8 @@ async def send_error(
     with rendering_language(language):
         body = error.to_body()
     extra = list(headers or [])
+    if isinstance(error, MethodNotAllowedError) and error.allowed:
+        extra.append((b"allow", ", ".join(error.allowed).encode()))
     if error.status == 503 and error.is_retryable:
         extra.append((b"retry-after", b"1"))
     elif error.status == 429:

@@ -64,7 +64,7 @@ def _admit(scope: dict[str, Any], django_request: HttpRequest) -> tuple[Identity
     then 404 ``Stream not found`` for a session that is missing or another owner's.
     """
     if django_request.method != "GET":
-        raise MethodNotAllowedError()
+        raise MethodNotAllowedError(allowed=("GET",))
     identity = authenticate(django_request)
     session_id = validate_session_id(scope["url_route"]["kwargs"]["session_id"])
     from_sequence = request_cursor(scope) or 0

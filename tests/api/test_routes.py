@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 import helix_django
@@ -45,6 +46,16 @@ def test_the_aisdk_routes_without_the_asgi_routing_are_refused_as_not_wired(clie
     response = client.post(path, {}, format="json")
     assert response.status_code == 501
     assert response.json()["code"] == "transport_route_not_wired"
+
+
+@override_settings(APPEND_SLASH=True, DEBUG=True)
+def test_the_session_list_without_its_slash_is_the_session_list(client):
+    """A host with APPEND_SLASH (Django's default) turned a POST to ``sessions`` into an HTML 500 under DEBUG."""
+    created = client.post("/helix/api/sessions", {"id": "unslashed-1"}, format="json")
+    assert created.status_code == 201, created.content[:200]
+    listed = client.get("/helix/api/sessions")
+    assert listed.status_code == 200
+    assert listed.json() == client.get("/helix/api/sessions/").json()
 
 
 def test_anonymous_unknown_path_is_still_json():

@@ -172,11 +172,23 @@ def test_invalid_session_id_is_400(shared_server, client):
     assert response.status_code == 400 and response.json()["cause"] == "session_id"
 
 
-def test_other_methods_are_405(shared_server, client):
-    response = client.put(chat_url(shared_server, new_session_id()), json={})
-    assert response.status_code == 405
-    assert response.json()["code"] == "validation_method_not_allowed"
-    assert response.headers["allow"] == "GET, POST"
+@pytest.mark.parametrize(
+    ("route", "allowed"),
+    [
+        ("sessions/{sid}/chat", "GET, POST"),
+        ("sessions/{sid}/stream", "GET"),
+        ("chat", "POST"),
+        ("chat/{sid}/stream", "GET"),
+    ],
+)
+def test_other_methods_are_405_with_the_allowed_methods(shared_server, client, route, allowed):
+    """Every streaming route's 405 names what it serves in ``Allow`` (RFC 9110 §15.5.6), the raw stream route's too."""
+    for method in ("PUT", "DELETE", "PATCH"):
+        url = shared_server.url(f"{PREFIX}/{route.format(sid=new_session_id())}")
+        response = client.request(method, url, json={})
+        assert response.status_code == 405, (route, method)
+        assert response.json()["code"] == "validation_method_not_allowed"
+        assert response.headers.get("allow") == allowed, (route, method)
 
 
 def test_no_credentials_is_401(shared_server):
