@@ -153,6 +153,10 @@ def change_page_context(run: Run) -> dict[str, Any]:
     try:
         chunks = async_to_sync(aread_run_chunks)(run)
         message = _live_message(run, chunks) if run.is_live else current_row(run)
+        if message is None and chunks:
+            # Its row went on to a later run (Continue takes over the same message): rebuilt
+            # from this run's own chunks, as for a live run, so the count is its partial_chars.
+            message = _live_message(run, chunks)
     except HelixError as exc:
         chunks, message = [], current_row(run)
         context["stream_error"] = exc.code
