@@ -67,7 +67,7 @@ class StreamFailedResponse(StreamFailedError):
             "retryable": bool(self.error_body.get("retryable", False)),
             "sessionId": self.session_id,
             "streamId": self.stream_id,
-            "message": "The stream failed",
+            "message": str(gettext_lazy("The stream failed")),
         }
         if self.error_body.get("code"):
             body["errorDetail"] = {

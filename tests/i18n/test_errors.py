@@ -165,3 +165,15 @@ async def test_the_websockets_refusals_are_in_the_handshakes_language(german_sit
     frame = await socket.receive_json_from(timeout=5)
     assert (frame["cause"], frame["error"]) == ("json", "Fehlerhafter JSON-Körper")
     await socket.disconnect()
+
+
+def test_the_409_of_a_failed_runs_resume_is_german_throughout():
+    """Its ``message`` stayed English in a German response (a new-user check of the sixteenth session)."""
+    from helix_django.transport.resume import StreamFailedResponse
+
+    failed = StreamFailedResponse(session_id="s1", stream_id="s1", error={"code": "run_interrupted", "retryable": True})
+    with translation.override("de"):
+        body = failed.to_body()
+    assert (body["code"], body["message"]) == ("run_interrupted", "Der Stream ist fehlgeschlagen")
+    with translation.override("en"):
+        assert failed.to_body()["message"] == "The stream failed"
