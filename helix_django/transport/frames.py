@@ -18,6 +18,7 @@ Chunks are sent without the reserved ``_run``/``_attempt``/``_step`` keys; inter
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -31,6 +32,10 @@ from helix_django.streams.reader import ResumableReader
 
 SUSPENDED_END = "suspended"
 """The ``helix-run-end`` status a run writes before it pauses its stream to wait for the browser."""
+
+
+FENCE_WAIT_SECONDS = 5.0
+"""How long a reader whose stream a recovery fenced waits for that recovery's outcome before the drop."""
 
 
 def recovering_drop() -> StreamDropError:
@@ -62,6 +67,42 @@ async def is_paused_by_its_run(manager: BaseStreamManager, info: StreamInfo, run
         if last and last[-1][1].get(RUN_KEY) == info.run_id and last[-1][1].get("type") == "helix-run-end":
             status = last[-1][1].get("status")
     return status == SUSPENDED_END
+
+
+async def reader_after_fence(reader: ResumableReader) -> ResumableReader | None:
+    """Return a reader from ``reader``'s cursor once the recovery that fenced its stream decided, else None.
+
+    A recovery pauses the run's stream to fence its writer, then ends the run (*Mark
+    interrupted*, *Check status*, the periodic scan: interrupted, completed from the
+    provider, cancelled) and closes the stream with that ending (recovery/outcomes.py).
+    A live reader that ended at the fence waits for that (event-driven, the manager's
+    wake-ups, at most :data:`FENCE_WAIT_SECONDS`) and follows the stream on from its
+    cursor, so it tells the run's real ending (docs/transport.md, "Endings": a live
+    reader and a backlog replay alike). None when the stream is still paused at the same
+    head and epoch after the wait (the caller's drop, ``cause: run_recovering``) or is
+    gone. Raises StreamConnectionError for a failed read. ``reader`` must be closed.
+    """
+    manager, stream_id, fenced = reader.manager, reader.stream_id, reader.last_info
+    if fenced is None:
+        return None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FENCE_WAIT_SECONDS
+    while True:
+        waiter = manager.subscribe(stream_id)
+        try:
+            info = await manager.get_info(stream_id)
+            if info is None:
+                return None
+            if (info.status, info.epoch, info.head_sequence) != (PAUSED, fenced.epoch, fenced.head_sequence):
+                return ResumableReader(
+                    manager, stream_id, from_sequence=reader.current_sequence, wait_for_live=False, info=info
+                )
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            await waiter.wait(remaining)
+        finally:
+            waiter.cancel()
 
 
 def check_cursor(from_sequence: int, info: StreamInfo) -> None:
@@ -113,8 +154,10 @@ async def stream_frames(
 
     The terminal is told from the stream's status when the reader ended, except a pause:
     ``end paused`` only when the run holding the stream wrote its ``suspended`` end
-    (:func:`is_paused_by_its_run`); a recovery's fence is a retryable drop
-    (``cause: run_recovering``) for the raw stream route and the WebSocket alike.
+    (:func:`is_paused_by_its_run`); at a recovery's fence the reader follows the stream
+    to the ending the recovery decides (:func:`reader_after_fence`), and only a fence
+    still standing after the wait is a retryable drop (``cause: run_recovering``), for
+    the raw stream route and the WebSocket alike.
     ``route`` labels the delivery-lag metric (``stream``, ``websocket``; :mod:`helix_django.metrics`).
     With ``marks_waits``, None is yielded each time the reader has nothing ready (before
     it may wait): the frames since the last None were ready together (the raw stream
@@ -130,7 +173,16 @@ async def stream_frames(
             try:
                 sequence, chunk = await anext(reader)
             except StopAsyncIteration:
-                break
+                info = reader.last_info
+                if info is None or info.status != PAUSED or await is_paused_by_its_run(reader.manager, info, run_ends):
+                    break
+                await reader.close()  # a recovery's fence: follow the stream to its decided ending
+                follow = await reader_after_fence(reader)
+                if follow is None:
+                    yield terminal_frame(None, error=recovering_drop())
+                    return
+                reader = follow
+                continue
             if observe_lag is not None:
                 observe_lag(chunk)
             run = chunk.get(RUN_KEY)
@@ -148,8 +200,4 @@ async def stream_frames(
         return
     finally:
         await reader.close()
-    info = reader.last_info
-    if info is not None and info.status == PAUSED and not await is_paused_by_its_run(reader.manager, info, run_ends):
-        yield terminal_frame(None, error=recovering_drop())
-        return
-    yield terminal_frame(info)
+    yield terminal_frame(reader.last_info)

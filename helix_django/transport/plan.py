@@ -17,7 +17,7 @@ from helix_django.metrics import delivery_observer
 from helix_django.models import Run, RunStatus
 from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.streams.reader import ResumableReader
-from helix_django.transport.frames import recovering_drop
+from helix_django.transport.frames import is_paused_by_its_run, reader_after_fence, recovering_drop
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
 from helix_django.transport.sse import DONE as DONE_FRAME
 from helix_django.transport.sse import error_frame, frame
@@ -209,7 +209,15 @@ async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -
             try:
                 stored = await anext(reader)
             except StopAsyncIteration:
-                break
+                info = reader.last_info
+                if info is None or info.status != PAUSED or await is_paused_by_its_run(reader.manager, info, {}):
+                    break
+                await reader.close()  # a recovery's fence: follow the stream to its decided ending
+                follow = await reader_after_fence(reader)
+                if follow is None:
+                    break  # still fenced: the drop (_terminal_frames)
+                reader = follow
+                continue
             if observe_lag is not None:
                 observe_lag(stored[1])
             body.add(_chunk_frames(response_filter, *stored))
@@ -238,8 +246,10 @@ def _terminal_frames(
     is told from the stream's own status. Anything else is a drop (retryable), a paused
     stream included: a run that waits for the browser wrote its ``suspended`` end first
     (the filter's ``[DONE]``), so a pause without it is a recovery fencing the run's
-    writer (recovery/scan.py, ``fence_writer``), whose ending follows (``cause:
-    run_recovering``, as on the raw stream route and the WebSocket: :mod:`.frames`).
+    writer (recovery/scan.py, ``fence_writer``): :func:`plan_frames` follows the stream to
+    the ending the recovery decides (``frames.reader_after_fence``), and a fence still
+    standing after that wait ends here (``cause: run_recovering``, as on the raw stream
+    route and the WebSocket: :mod:`.frames`).
     """
     if response_filter.terminal == ERROR:
         return []

@@ -1,4 +1,4 @@
-"""A recovery's fence ends a raw-stream or WebSocket reader with a recoverable drop, never ``end paused``.
+"""A recovery's fence ends a reader with the ending the recovery decides, or a recoverable drop; never ``end paused``.
 
 A recovery pauses the run's stream as the run (recovery/scan.py, ``fence_writer``) before
 it decides the run's ending; the run is still live. The chat route's reader ends such a
@@ -59,6 +59,14 @@ def agent_options():
         override.disable()
 
 
+@pytest.fixture
+def short_fence_wait(monkeypatch):
+    """Readers wait 0.5 s for a fence's outcome: the drop tests leave the fence standing past it."""
+    from helix_django.transport import frames
+
+    monkeypatch.setattr(frames, "FENCE_WAIT_SECONDS", 0.5)
+
+
 async def live_run(user):
     """A session of ``user`` with a run started; return (sid, handle)."""
     sid = new_session_id()
@@ -106,7 +114,7 @@ async def end_recovered(run_id: str) -> None:
 
 @pytest.mark.parametrize("opened", ["before the fence", "after the fence"])
 async def test_a_raw_stream_reader_of_a_fenced_run_ends_with_a_recoverable_drop(
-    configured, token, agent_options, opened
+    configured, token, agent_options, opened, short_fence_wait
 ):
     user, auth = token
     agent_options({"TEXT": LONG, "PACE_TPS": 40})
@@ -132,7 +140,9 @@ async def test_a_raw_stream_reader_of_a_fenced_run_ends_with_a_recoverable_drop(
     assert frames[-1]["errorDetail"]["code"] == "run_interrupted"
 
 
-async def test_a_websocket_reader_of_a_fenced_run_ends_with_a_recoverable_drop(configured, token, agent_options):
+async def test_a_websocket_reader_of_a_fenced_run_ends_with_a_recoverable_drop(
+    configured, token, agent_options, short_fence_wait
+):
     user, _auth = token
     agent_options({"TEXT": LONG, "PACE_TPS": 40})
     sid, handle = await live_run(user)
@@ -172,7 +182,9 @@ async def test_a_run_waiting_for_the_browser_still_ends_its_readers_paused(confi
         await ws.disconnect()
 
 
-async def test_a_chat_route_reader_of_a_fenced_run_ends_with_the_same_drop(configured, token, agent_options):
+async def test_a_chat_route_reader_of_a_fenced_run_ends_with_the_same_drop(
+    configured, token, agent_options, short_fence_wait
+):
     user, auth = token
     agent_options({"TEXT": LONG, "PACE_TPS": 40})
     sid, handle = await live_run(user)
@@ -185,4 +197,62 @@ async def test_a_chat_route_reader_of_a_fenced_run_ends_with_the_same_drop(confi
     assert status == 200 and frames[-1]["type"] == "error"
     body = json.loads(frames[-1]["errorText"])
     assert {k: body[k] for k in RECOVERING} == RECOVERING
+    await end_recovered(handle.run_id)
+
+
+async def fence_then_recover(run_id: str) -> None:
+    """What the admin's *Mark interrupted* does to a live run: fence its writer, then decide (interrupted)."""
+    await asyncio.sleep(0.3)
+    assert await fence_writer(await Run.objects.aget(pk=run_id))
+    await asyncio.sleep(0.1)  # the readers reach the fence first
+    await end_recovered(run_id)
+
+
+@pytest.mark.parametrize("wire", ["chat", "stream", "websocket"])
+async def test_a_live_reader_tells_the_ending_the_recovery_decided_after_its_fence(
+    configured, token, agent_options, wire
+):
+    """A live reader at a recovery's fence waits for its outcome: *Mark interrupted* on a live run was told to
+    the reader attached live as the drop ``run_recovering``, not ``run_interrupted`` as docs/transport.md's
+    ending table says and a replay said (found by a new-user check of the sixteenth session)."""
+    user, auth = token
+    agent_options({"TEXT": LONG, "PACE_TPS": 40})
+    sid, handle = await live_run(user)
+    at = handle.from_sequence + 3
+    await head_reaches(sid, at + 2)
+    deciding = asyncio.ensure_future(fence_then_recover(handle.run_id))
+    if wire == "websocket":
+        ws = await websocket(user, sid)
+        try:
+            frames = await ws_frames(ws, at)
+        finally:
+            await ws.disconnect()
+    else:
+        status, frames = await request("GET", f"/helix/api/sessions/{sid}/{wire}", auth, cursor(at))
+        assert status == 200
+    await deciding
+    assert (await Run.objects.aget(pk=handle.run_id)).status == RunStatus.INTERRUPTED
+    if wire == "chat":
+        assert frames[-1]["type"] == "error", frames[-1]
+        assert json.loads(frames[-1]["errorText"])["code"] == "run_interrupted"
+    else:
+        assert frames[-1]["type"] == "fail" and frames[-1]["recoverable"] is False, frames[-1]
+        assert frames[-1]["errorDetail"]["code"] == "run_interrupted"
+    sequences = [f["sequence"] for f in frames if isinstance(f, dict) and f.get("type") == "chunk"]
+    assert sequences == sorted(set(sequences))  # the followed stream repeats nothing
+
+
+async def test_a_fence_still_standing_after_the_wait_is_the_drop(configured, token, agent_options, short_fence_wait):
+    """The drop tests above leave their fence standing past the wait: opened after it, the same drop."""
+    user, auth = token
+    agent_options({"TEXT": LONG, "PACE_TPS": 40})
+    sid, handle = await live_run(user)
+    at = handle.from_sequence + 3
+    await head_reaches(sid, at + 2)
+    assert await fence_writer(await Run.objects.aget(pk=handle.run_id))
+    # opened after the fence: the chat route refuses at once (503, Retry-After), the raw stream route waits
+    status, body = await request("GET", f"/helix/api/sessions/{sid}/chat", auth, cursor(at))
+    assert status == 503 and {k: body[k] for k in RECOVERING} == RECOVERING, (status, body)
+    status, frames = await request("GET", stream(sid), auth, cursor(at))
+    assert status == 200 and frames[-1]["errorDetail"] == RECOVERING, frames[-1]
     await end_recovered(handle.run_id)
