@@ -7,7 +7,6 @@ why. Performing needs ``helix_django.reconcile_run`` (403 otherwise) and writes 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -22,7 +21,8 @@ from django.utils.translation import gettext as _
 
 from helix_django.admin.texts import EFFECTS, TITLES
 from helix_django.admin.timeline import shown_chars
-from helix_django.errors import HelixError
+from helix_django.errors import HelixError, ValidationError
+from helix_django.jsonbody import load_json
 from helix_django.models import Run, ToolExecution, ToolExecutionStatus
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform, aresolve_tool
@@ -150,9 +150,10 @@ def resolve_tool(modeladmin: Any, request: HttpRequest, object_id: str, executio
         result: Any = None
         if choice == "executed":
             try:
-                result = json.loads(request.POST.get("result") or "null")
-            except ValueError:
-                error = _("The result must be valid JSON.")
+                result = load_json(request.POST.get("result") or "null")
+            except ValidationError as exc:
+                # Not JSON, or nested deeper than the parser goes; a NUL is told as such.
+                error = exc.message if exc.cause == "nul_character" else _("The result must be valid JSON.")
         elif choice != "not_executed":
             error = _("Choose whether the tool ran.")
         if not error:

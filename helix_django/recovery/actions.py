@@ -22,11 +22,22 @@ telemetry and the ``recovery_action_taken`` signal.
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from typing import Any
 
+from django.utils.translation import gettext_lazy
+
 from helix_django import store, telemetry
-from helix_django.errors import RunNotActionableError, RunNotFoundError, RunSupersededError
+from helix_django.errors import (
+    PayloadTooLargeError,
+    RunNotActionableError,
+    RunNotFoundError,
+    RunSupersededError,
+    ValidationError,
+)
+from helix_django.jsonbody import ensure_storable
+from helix_django.limits import tool_result_too_large
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
@@ -178,14 +189,40 @@ def _head(run: Run) -> int:
     )
 
 
+def check_tool_result(result: Any) -> None:
+    """Refuse a tool ``result`` that no tool could return: one a database cannot store, or too large.
+
+    Raises ValidationError (400, ``cause: "nul_character"`` with ``field``, or ``"json"``
+    for a lone surrogate) and PayloadTooLargeError (413, ``cause: "tool_result"``,
+    ``limitBytes``, ``sizeBytes``) for a result over ``MAX_TOOL_RESULT_BYTES``.
+    """
+    try:
+        text = json.dumps(result)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ValidationError(gettext_lazy("The tool result is not JSON"), cause="json") from exc
+    ensure_storable(result, text)
+    too_large = tool_result_too_large(result)
+    if too_large is not None:
+        raise PayloadTooLargeError(
+            gettext_lazy("The tool result is larger than the limit (MAX_TOOL_RESULT_BYTES)"),
+            cause="tool_result",
+            limitBytes=too_large["limitBytes"],
+            sizeBytes=too_large["sizeBytes"],
+        )
+
+
 async def aresolve_tool(execution_id: int, *, executed: bool, result: Any = None, actor_id: int | None = None) -> None:
     """Resolve a tool execution whose outcome is ``unknown`` (000, "Reconcile before retrying unknown side effects").
 
     ``executed=True`` records that it ran, with its JSON ``result`` (Continue/Regenerate then
     reuse it instead of running the tool again); ``executed=False`` records that it did not
     run (``failed``, error code ``not_executed``). Raises RunNotActionableError
-    (``cause: tool_not_unknown``) when the execution is not ``unknown``.
+    (``cause: tool_not_unknown``) when the execution is not ``unknown``. ``result`` is held
+    to the rules of any tool result (:func:`check_tool_result`); nothing is written when it
+    fails them.
     """
+    if executed:
+        check_tool_result(result)
     execution = await ToolExecution.objects.select_related("run").filter(pk=execution_id).afirst()
     if execution is None:
         raise RunNotActionableError(cause="tool_not_unknown")
