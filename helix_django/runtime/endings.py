@@ -11,6 +11,7 @@ failure *fails* it with the typed, scrubbed error.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -33,6 +34,9 @@ from helix_django.runtime.completion import (
 from helix_django.signals import run_finished
 from helix_django.store.reads import write_alias
 from helix_django.store.run_ends import helix_metadata
+
+FENCER_WAIT_SECONDS = 2.0
+"""How long a fenced run's task waits for the fencing process to commit the run's ending."""
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +178,7 @@ class EndingsMixin:
         stream claim, which would otherwise stay ``active`` with no writer. Returns the run's
         status, or ``abandoned`` when it is still live under another lease owner.
         """
-        run = await Run.objects.filter(pk=self.run_id).afirst()
+        run = await self._decided_by_the_fencer()
         status = run.status if run is not None else RunStatus.SUPERSEDED
         if run is not None and run.is_live:
             return "abandoned"
@@ -184,6 +188,28 @@ class EndingsMixin:
             except StreamFenceError:
                 pass  # a newer run holds the stream
         return status
+
+    async def _decided_by_the_fencer(self) -> Run | None:
+        """Return the run's row once the process that fenced this run decided its ending, or as it is.
+
+        A Stop served by another process fences the writer before it commits ``cancelled``
+        (``EntriesMixin._cancel_detached``, runtime/entries.py): read at once, the run still looked live and
+        this task reported ``abandoned``. Waits at most :data:`FENCER_WAIT_SECONDS` on the
+        stream's wake-ups (the fencer closes the stream after its commit), re-reading the
+        row at each, or every 0.1 s.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FENCER_WAIT_SECONDS
+        while True:
+            waiter = self.manager.subscribe(self.writer.stream_id)
+            try:
+                run = await Run.objects.filter(pk=self.run_id).afirst()
+                remaining = deadline - loop.time()
+                if run is None or not run.is_live or remaining <= 0:
+                    return run
+                await waiter.wait(min(remaining, 0.1))
+            finally:
+                waiter.cancel()
 
     async def _finished(self, run: Run, status: str) -> str:
         """Send ``run_finished`` with ``run`` as its terminal commit left it (no re-read); return ``status``."""
