@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from django.db.models import Subquery
+
 from helix_django.models import Checkpoint, CheckpointKind, Message, Run
 from helix_django.orm import sync_to_async
 from helix_django.protocol import ATTEMPT_KEY, RUN_KEY, MessageAccumulator
@@ -44,23 +46,49 @@ class PartialOutput:
 async def aread_run_chunks(run: Run, *, after: int | None = None) -> list[StoredChunk]:
     """Return ``(sequence, chunk)`` of ``run``'s chunks with sequence > ``after`` (default: its start).
 
-    Stops at the first chunk of a later run once the run's own chunks were seen.
-    Raises StreamConnectionError when the stream manager cannot be read.
+    Reads no further than the start sequence of the session's next run (the one whose
+    run-start checkpoint follows ``run``'s): a run's chunks come before it, so the read costs
+    what the run wrote, never the rest of the session's stream (a run that wrote nothing
+    reads nothing). Also stops at the first chunk of a later run once the run's own chunks
+    were seen. Raises StreamConnectionError when the stream manager cannot be read.
     """
     manager = get_stream_manager()
     cursor = run.start_sequence if after is None else after
+    upper = await sync_to_async(next_run_start)(run)
     out: list[StoredChunk] = []
-    while True:
-        batch, _info = await manager.read_after(run.session_id, cursor, limit=READ_BATCH)
+    while upper is None or cursor < upper:
+        # Sequences strictly increase, so (cursor, upper] holds at most upper - cursor chunks.
+        limit = READ_BATCH if upper is None else min(READ_BATCH, upper - cursor)
+        batch, _info = await manager.read_after(run.session_id, cursor, limit=limit)
         if not batch:
             return out
         for sequence, chunk in batch:
             owner = chunk.get(RUN_KEY)
+            if upper is not None and sequence > upper:
+                return out
             if owner == run.id or (out and owner is None and chunk.get("type") == "error"):
                 out.append((sequence, chunk))  # a failed stream's error chunk follows the run's last chunk
             elif out and owner:
                 return out
         cursor = batch[-1][0]
+    return out
+
+
+def next_run_start(run: Run) -> int | None:
+    """Return the start sequence of the run that followed ``run`` in its session (None: none did).
+
+    "Followed" is by run-start checkpoint (ids increase with commits, under the session's
+    lock), so runs that started at the same head are ordered too. One indexed query.
+    """
+    own_start = Checkpoint.objects.filter(run_id=run.id, kind=CheckpointKind.RUN_START).values("id")[:1]
+    return (
+        Checkpoint.objects.filter(
+            session_id=run.session_id, kind=CheckpointKind.RUN_START, id__gt=Subquery(own_start), run__isnull=False
+        )
+        .order_by("id")
+        .values_list("run__start_sequence", flat=True)
+        .first()
+    )
 
 
 def base_message(run: Run) -> tuple[dict[str, Any] | None, int]:
