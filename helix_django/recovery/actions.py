@@ -30,14 +30,13 @@ from django.utils.translation import gettext_lazy
 
 from helix_django import store, telemetry
 from helix_django.errors import (
-    PayloadTooLargeError,
     RunNotActionableError,
     RunNotFoundError,
     RunSupersededError,
     ValidationError,
 )
 from helix_django.jsonbody import ensure_storable
-from helix_django.limits import tool_result_too_large
+from helix_django.limits import check_tool_result_size
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
@@ -129,6 +128,12 @@ async def _start(run: Run, action: str, wait_seconds: float | None) -> tuple[str
     return f"started:{status}" if status else "started", handle.run_id
 
 
+async def _claim_partial_decision(run: Run, action: str) -> None:
+    """Take the keep/discard decision once: a second submit that passed the inventory meanwhile is refused."""
+    if not await store.aclaim_partial_decision(run.id, action):
+        raise RunNotActionableError(gettext_lazy("This decision was already taken."), cause=action)
+
+
 async def aperform(
     action: str, run_id: str, *, actor_id: int | None = None, wait_seconds: float | None = None
 ) -> ActionResult:
@@ -156,8 +161,10 @@ async def aperform(
     elif action in (inv.REGENERATE, inv.CONTINUE):
         outcome, new_run_id = await _start(run, action, wait_seconds)
     elif action == inv.KEEP_PARTIAL:
+        await _claim_partial_decision(run, action)
         outcome = "kept"
     else:
+        await _claim_partial_decision(run, action)
         head = (await sync_to_async(_head)(run)) or run.start_sequence
         await store.aarchive_response(run.id, stream_sequence=head)
         await store.arecord_recovery(run.id, is_continuation_valid=False)
@@ -201,14 +208,7 @@ def check_tool_result(result: Any) -> None:
     except (TypeError, ValueError, RecursionError) as exc:
         raise ValidationError(gettext_lazy("The tool result is not JSON"), cause="json") from exc
     ensure_storable(result, text)
-    too_large = tool_result_too_large(result)
-    if too_large is not None:
-        raise PayloadTooLargeError(
-            gettext_lazy("The tool result is larger than the limit (MAX_TOOL_RESULT_BYTES)"),
-            cause="tool_result",
-            limitBytes=too_large["limitBytes"],
-            sizeBytes=too_large["sizeBytes"],
-        )
+    check_tool_result_size(result, gettext_lazy("The tool result is larger than the limit (MAX_TOOL_RESULT_BYTES)"))
 
 
 async def aresolve_tool(execution_id: int, *, executed: bool, result: Any = None, actor_id: int | None = None) -> None:

@@ -49,6 +49,21 @@ def record_recovery(run_id: str, **fields: Any) -> None:
         raise RunNotFoundError()
 
 
+def claim_partial_decision(run_id: str, action: str) -> bool:
+    """Record ``action`` (keep or discard the partial) as the run's recovery action, once.
+
+    A compare-and-set: returns False, writing nothing, when the run's ``recovery_action``
+    already is ``action`` (a second submit of the same decision, however close in time),
+    so the decision is taken, logged and signalled once (000, "Recovery actions").
+    Raises RunNotFoundError for an unknown run.
+    """
+    if Run.objects.filter(pk=run_id).exclude(recovery_action=action).update(recovery_action=action):
+        return True
+    if not Run.objects.filter(pk=run_id).exists():
+        raise RunNotFoundError()
+    return False
+
+
 def transition_run(
     run_id: str, from_statuses: frozenset[str], status: str, *, lease_owner: str = "", lease_seconds: int = 30
 ) -> bool:
@@ -118,6 +133,7 @@ def resolve_tool_execution(execution_id: int, *, status: str, result: Any = None
 
 
 arecord_recovery = sync_to_async(record_recovery)
+aclaim_partial_decision = sync_to_async(claim_partial_decision)
 atransition_run = sync_to_async(transition_run)
 aarchive_response = sync_to_async(archive_response)
 aresolve_tool_execution = sync_to_async(resolve_tool_execution)
