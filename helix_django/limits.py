@@ -107,6 +107,19 @@ def tool_result_too_large(result: Any) -> dict[str, Any] | None:
     return {"error": "tool_result_too_large", "sizeBytes": size, "limitBytes": limit} if size > limit else None
 
 
+def check_tool_result_size(result: Any, message: Any) -> None:
+    """Raise PayloadTooLargeError (413, ``cause: "tool_result"``, ``limitBytes``, ``sizeBytes``) for a result too large.
+
+    ``message`` is the refusal's text (the REST route's and the admin's differ). The size
+    rule is :func:`tool_result_too_large`'s.
+    """
+    too_large = tool_result_too_large(result)
+    if too_large is not None:
+        raise PayloadTooLargeError(
+            message, cause="tool_result", limitBytes=too_large["limitBytes"], sizeBytes=too_large["sizeBytes"]
+        )
+
+
 def request_too_large(size_bytes: int | None, *, limit_bytes: int | None = None) -> PayloadTooLargeError:
     """Return the refusal of a request body over the limit: 413 ``validation_payload_too_large``.
 

@@ -7,9 +7,8 @@ from typing import Any
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
-from helix_django.errors import PayloadTooLargeError
 from helix_django.ids import validate_session_id
-from helix_django.limits import tool_result_too_large
+from helix_django.limits import check_tool_result_size
 from helix_django.models import ChatSession, Run
 
 
@@ -102,14 +101,8 @@ class ToolResultSerializer(serializers.Serializer):
         given = [key for key in ("output", "errorText", "approved") if key in attrs]
         if len(given) != 1:
             raise serializers.ValidationError("exactly one of output, errorText or approved")
-        too_large = tool_result_too_large(attrs["output"]) if "output" in attrs else None
-        if too_large is not None:
-            raise PayloadTooLargeError(
-                gettext_lazy("Tool result too large"),
-                cause="tool_result",
-                limitBytes=too_large["limitBytes"],
-                sizeBytes=too_large["sizeBytes"],
-            )
+        if "output" in attrs:
+            check_tool_result_size(attrs["output"], gettext_lazy("Tool result too large"))
         return attrs
 
 
