@@ -116,12 +116,16 @@ async def heap(scope, send):
     ``op=start`` starts tracing (only allocations made from then on are counted), ``read``
     reads, ``stop`` stops. Bytes allocated after ``start`` and still alive at ``read`` are
     what the responses opened in between keep (plus this endpoint's own few hundred bytes,
-    the same for every route measured).
+    the same for every route measured). For profiling, ``HELIX_BENCH_HEAP_FRAMES`` (default
+    1) sets the frames tracemalloc keeps per allocation and ``HELIX_BENCH_HEAP_DUMP`` a path
+    that ``read`` dumps its snapshot to (``tracemalloc.Snapshot.load``; who keeps what).
     """
     op = parse_qs(scope.get("query_string", b"").decode()).get("op", ["read"])[0]
     if op == "start":
-        tracemalloc.start()
+        tracemalloc.start(int(os.environ.get("HELIX_BENCH_HEAP_FRAMES", "1")))
     gc.collect()
+    if op == "read" and os.environ.get("HELIX_BENCH_HEAP_DUMP"):
+        tracemalloc.take_snapshot().dump(os.environ["HELIX_BENCH_HEAP_DUMP"])
     traced = tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
     if op == "stop":
         tracemalloc.stop()

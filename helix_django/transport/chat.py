@@ -249,6 +249,8 @@ class ChatConsumer:
         if scope["type"] != "http":
             raise ValueError("The chat route serves HTTP only")
         planned = await self._plan(scope, receive, send)
+        # The scope is the router's copy (its url_route too): an open response keeps neither (issue 23).
+        del scope
         if planned is None:
             return
         # Only the plan, the headers and the disconnect watch outlive the planning: an open response

@@ -85,6 +85,7 @@ class StreamConsumer:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Serve one request; see the module docstring."""
         opened = await self._open(scope, receive, send)
+        del scope  # the router's copy: an open response keeps no scope (issue 23)
         if opened is None:
             return
         reader, headers = opened  # an open response holds no request, DRF object or user (issue 23)

@@ -6,7 +6,8 @@ frame, plus the objects those frames hold. Counted here:
 - the chain is the protocol router, the route, the response: the HTTP URL router returns
   the route's coroutine instead of awaiting it, and the pump runs in the response's own
   frame (two coroutine frames fewer, about 550 bytes);
-- no ``ResponsePlan`` and no ``asyncio.Lock`` outlive the planning (the frames hold what
+- no ``ResponsePlan``, no routed scope (the router's copy, with its ``url_route``) and no
+  ``asyncio.Lock`` outlive the planning (the frames hold what
   they send; sends are ordered without a lock);
 - the replay filter keeps no empty sets (dicts as sets: 64 bytes each, not 216) and one
   sequence per attempt, not one per content chunk (a long replay kept them all).
@@ -61,12 +62,16 @@ async def test_an_idle_resume_is_parked_in_the_router_the_route_and_the_response
         response = resume.future.get_coro().cr_await.cr_await.cr_frame.f_locals["self"]
         gc.collect()
         plans = [o for o in gc.get_objects() if isinstance(o, ResponsePlan)]
+        routed_scopes = [
+            o for o in gc.get_objects() if isinstance(o, dict) and "url_route" in o and o.get("path") == path
+        ]
         for communicator in (resume, send):
             await communicator.send_input({"type": "http.disconnect"})
             await communicator.wait(5)
     assert chain == ["ProtocolTypeRouter.__call__", "ChatConsumer.__call__", "StreamedResponse.run"]
     assert not [name for name, value in vars(response).items() if isinstance(value, asyncio.Lock)]
     assert plans == []  # neither the route nor the frames keep the plan once it is sent
+    assert routed_scopes == []  # nor the router's copy of the scope (about 1 KiB with its url_route)
 
 
 def _kept_bytes(build) -> tuple[int, object]:
