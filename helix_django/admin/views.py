@@ -7,6 +7,7 @@ why. Performing needs ``helix_django.reconcile_run`` (403 otherwise) and writes 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -41,8 +42,52 @@ def _context(modeladmin: Any, request: HttpRequest, **extra: Any) -> dict[str, A
     }
 
 
-def _confirm_page(modeladmin: Any, request: HttpRequest, action: str, runs: list[Run], **extra: Any) -> HttpResponse:
-    """Render the confirmation page of ``action`` on ``runs`` (one run's page, or the changelist's bulk page)."""
+#: Live runs whose text so far a confirmation page counts (each is a read of the run's stream);
+#: the others are listed as still being written. An ended run's count is a column (no read).
+LIVE_TEXT_COUNTS = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class _Row:
+    """One run of a confirmation page, as the template lists it."""
+
+    run: Run
+    chars: int | None
+    """Characters shown so far (live) or kept (ended); None: a live run past :data:`LIVE_TEXT_COUNTS`."""
+    is_running: bool = False
+    """Mark interrupted on a run whose process still renews its lease (it is not stuck)."""
+    refusal: str = ""
+    """Why the action will be refused for this run (bulk pages)."""
+
+
+def _rows(runs: list[Run], action: str, offers: dict[str, inv.Availability] | None) -> list[_Row]:
+    """The page's rows: at most :data:`LIVE_TEXT_COUNTS` stream reads, however many runs are selected."""
+    rows, counted = [], 0
+    for run in runs:
+        chars: int | None = run.partial_chars
+        if run.is_live:
+            chars = shown_chars(run) if counted < LIVE_TEXT_COUNTS else None
+            counted += 1
+        offer = offers.get(run.pk) if offers is not None else None
+        refusal = str(offer.reason) if offer is not None and not offer.is_available else ""
+        running = action == inv.MARK_INTERRUPTED and _is_healthy(run)
+        rows.append(_Row(run, chars, running, refusal))
+    return rows
+
+
+def _confirm_page(
+    modeladmin: Any,
+    request: HttpRequest,
+    action: str,
+    runs: list[Run],
+    offers: dict[str, inv.Availability] | None = None,
+    **extra: Any,
+) -> HttpResponse:
+    """Render the confirmation page of ``action`` on ``runs`` (one run's page, or the changelist's bulk page).
+
+    ``offers``: each run's availability of ``action`` (bulk pages list the runs it will be refused for).
+    """
+    rows = _rows(runs, action, offers)
     return TemplateResponse(
         request,
         "admin/helix_django/run/confirm_action.html",
@@ -54,8 +99,8 @@ def _confirm_page(modeladmin: Any, request: HttpRequest, action: str, runs: list
             action_title=TITLES[action],
             effect=EFFECTS[action],
             runs=runs,
-            shown_chars={run.pk: shown_chars(run) for run in runs},
-            running=[run.pk for run in runs if action == inv.MARK_INTERRUPTED and _is_healthy(run)],
+            rows=rows,
+            running_count=sum(row.is_running for row in rows),
             **extra,
         ),
     )

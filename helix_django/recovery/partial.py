@@ -49,8 +49,9 @@ async def aread_run_chunks(run: Run, *, after: int | None = None) -> list[Stored
     Reads no further than the start sequence of the session's next run (the one whose
     run-start checkpoint follows ``run``'s): a run's chunks come before it, so the read costs
     what the run wrote, never the rest of the session's stream (a run that wrote nothing
-    reads nothing). Also stops at the first chunk of a later run once the run's own chunks
-    were seen. Raises StreamConnectionError when the stream manager cannot be read.
+    reads nothing), and for the session's last run no further than the head its first read
+    saw. Also stops at the first chunk of a later run once the run's own chunks were seen.
+    Raises StreamConnectionError when the stream manager cannot be read.
     """
     manager = get_stream_manager()
     cursor = run.start_sequence if after is None else after
@@ -59,9 +60,11 @@ async def aread_run_chunks(run: Run, *, after: int | None = None) -> list[Stored
     while upper is None or cursor < upper:
         # Sequences strictly increase, so (cursor, upper] holds at most upper - cursor chunks.
         limit = READ_BATCH if upper is None else min(READ_BATCH, upper - cursor)
-        batch, _info = await manager.read_after(run.session_id, cursor, limit=limit)
+        batch, info = await manager.read_after(run.session_id, cursor, limit=limit)
         if not batch:
             return out
+        if info is not None and upper is None:
+            upper = info.head_sequence  # the head the read saw: its batch covers it, no read after it
         for sequence, chunk in batch:
             owner = chunk.get(RUN_KEY)
             if upper is not None and sequence > upper:
