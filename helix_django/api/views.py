@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from django.db import connections, transaction
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -108,6 +109,22 @@ class HelixAPIView(APIView):
     """OpenAPI operation id by method (``{action}`` is the view's ``action``)."""
     error_statuses: dict[str, tuple[int, ...]] = {}
     """Refusal statuses by method beyond :data:`~helix_django.api.schema.COMMON_ERRORS` (default by method)."""
+
+    @classmethod
+    def as_view(cls, **initkwargs: Any) -> Any:
+        """Return the view function, outside the host's request transactions (``ATOMIC_REQUESTS``).
+
+        Helix's store commits its own transactions, and a Stop or a tool result waits for
+        the run's task to commit on another thread: inside a request transaction holding
+        the database's write lock that wait lasted until the lock timed out (15-20 s, the
+        result lost). Every alias is exempt (Django's ``transaction.non_atomic_requests``),
+        so the host's setting applies to its own views only. DRF's ``as_view`` already
+        exempts the view from ``LoginRequiredMiddleware``: it answers a typed 401 itself.
+        """
+        view = super().as_view(**initkwargs)
+        for alias in connections:
+            view = transaction.non_atomic_requests(using=alias)(view)
+        return view
 
     def get_authenticators(self) -> list[Any]:
         """Return the authenticators of :func:`helix_django.api.policy.authenticators`."""

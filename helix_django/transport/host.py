@@ -10,8 +10,9 @@ anyway:
 2. the host's ``MIDDLEWARE`` runs around the route's synchronous part (its "view":
    authentication, permissions, throttles, the session read), exactly as Django's
    ``BaseHandler`` runs it: ``process_request``/``__call__``, ``process_view`` (the view is
-   ``csrf_exempt`` like every DRF view; DRF's ``SessionAuthentication`` enforces CSRF for
-   cookie identities), ``process_exception`` and ``process_response``;
+   ``csrf_exempt`` and ``login_not_required`` like every DRF view: DRF's
+   ``SessionAuthentication`` enforces CSRF for cookie identities, the route answers an
+   anonymous caller with its typed 401), ``process_exception`` and ``process_response``;
 3. when a middleware answers by itself (a CORS preflight, a redirect, its own 403), that
    response is the route's answer, sent as it is; otherwise the headers the middleware added
    to the view's placeholder response (``Access-Control-*``, ``Vary``, security headers,
@@ -35,6 +36,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.base import BaseHandler
@@ -142,6 +144,7 @@ def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest
     answer = HostAnswer()
 
     @csrf_exempt
+    @login_not_required  # the route authenticates and refuses a typed 401 itself, as DRF's views do
     def helix_view(inner: HttpRequest) -> HttpResponse:
         answer.language = translation.get_language()
         try:
