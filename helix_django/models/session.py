@@ -8,6 +8,13 @@ from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
 
+def default_agent() -> str:
+    """Return the agent of a new session: ``HELIX["DEFAULT_AGENT"]`` as set now (README, settings)."""
+    from helix_django.conf import helix_settings
+
+    return str(helix_settings.DEFAULT_AGENT)
+
+
 class ChatSession(models.Model):
     """A chat session (named to avoid clashing with ``django.contrib.sessions``).
 
@@ -22,7 +29,7 @@ class ChatSession(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="helix_sessions"
     )
     anonymous_key = models.CharField(max_length=64, blank=True, default="", db_index=True)
-    agent = models.CharField(max_length=100, default="default")
+    agent = models.CharField(max_length=100, default=default_agent)
     title = models.CharField(max_length=200, blank=True, default="")
     state = models.JSONField(default=dict, blank=True)
     current_run = models.ForeignKey(

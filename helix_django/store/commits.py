@@ -32,6 +32,7 @@ from helix_django.models import (
     Run,
     RunStatus,
 )
+from helix_django.models.session import default_agent
 from helix_django.orm import retrying, sync_to_async
 from helix_django.store import reads
 from helix_django.store.inserts import insert
@@ -49,7 +50,7 @@ class NewSession:
 
     owner_id: int | None = None
     anonymous_key: str = ""
-    agent: str = "default"
+    agent: str = dataclasses.field(default_factory=default_agent)
 
 
 @dataclasses.dataclass
@@ -117,9 +118,11 @@ def _is_owner(session: ChatSession, new: NewSession) -> bool:
 
 
 def get_or_create_session(
-    session_id: str, *, owner_id: int | None = None, anonymous_key: str = "", agent: str = "default"
+    session_id: str, *, owner_id: int | None = None, anonymous_key: str = "", agent: str | None = None
 ) -> tuple[ChatSession, bool]:
     """Return ``(session, created)``; a new session belongs to ``owner_id`` or ``anonymous_key``.
+
+    Its agent is ``agent``, or ``HELIX["DEFAULT_AGENT"]`` (:func:`~helix_django.models.session.default_agent`).
 
     Ownership is checked by callers (another owner's session is "not found" to them).
     """
@@ -128,7 +131,7 @@ def get_or_create_session(
         return session, False
     try:
         with transaction.atomic(using=reads.write_alias()):
-            fields = {"owner_id": owner_id, "anonymous_key": anonymous_key, "agent": agent}
+            fields = {"owner_id": owner_id, "anonymous_key": anonymous_key, "agent": agent or default_agent()}
             return ChatSession.objects.create(pk=session_id, **fields), True
     except IntegrityError:  # created by a concurrent request since the read above (read where it was written)
         return ChatSession.objects.using(reads.write_alias()).get(pk=session_id), False
