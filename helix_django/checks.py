@@ -61,6 +61,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                     id="helix_django.E003",
                 )
             )
+        messages.extend(_check_tools(name, agent))
+    if helix_settings.DEFAULT_AGENT not in (helix_settings.AGENTS or {}):
+        messages.append(
+            Error(
+                f"HELIX['DEFAULT_AGENT'] is {helix_settings.DEFAULT_AGENT!r}, which is not in HELIX['AGENTS'].",
+                hint="New sessions get this agent: name one of HELIX['AGENTS'] (every send is refused agent_unknown).",
+                id="helix_django.E008",
+            )
+        )
     try:
         import_string(helix_settings.EXECUTOR)
     except ImportError:
@@ -92,6 +101,26 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 )
             )
     return messages
+
+
+def _check_tools(name: str, agent: Any) -> list[Any]:
+    """An agent's ``TOOLS`` that cannot be loaded (every run of the agent would fail to start)."""
+    from helix_django.runtime.tools import load_tools
+
+    entries = agent.get("TOOLS") if isinstance(agent, dict) else None
+    for entry in entries or []:
+        try:
+            load_tools([entry])
+        except (ImportError, TypeError) as exc:
+            return [
+                Error(
+                    f"Agent {name!r}: cannot load tool {entry!r} ({type(exc).__name__}: {exc}).",
+                    hint="Each of HELIX['AGENTS'][name]['TOOLS'] is a dotted path to a helix_django Tool "
+                    "(made with @tool or client_tool) or a Tool object.",
+                    id="helix_django.E007",
+                )
+            ]
+    return []
 
 
 #: Database vendors the store and the database stream manager are written for.

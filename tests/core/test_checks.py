@@ -21,12 +21,35 @@ def test_unknown_key_and_bad_backend_paths():
         "STREAM_MANAGER": {},
         "STREAM_MANAGERS": {"default": {"BACKEND": "nope.Missing"}},
         "AGENTS": {"a": {"PROVIDER": {"BACKEND": "nope.Provider"}}},
+        "DEFAULT_AGENT": "a",
         "EXECUTOR": "nope.Executor",
     }
     with override_settings(HELIX=helix):
         messages = check_settings()
     assert ids(messages) == ["helix_django.E002", "helix_django.E003", "helix_django.E004", "helix_django.W001"]
     assert all(m.hint for m in messages)
+
+
+SCRIPTED = {"BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider"}
+
+
+@pytest.mark.parametrize(
+    "entry", ["myapp.tools.missing", "helix_django.runtime.tools.load_tools"], ids=["unimportable", "not-a-tool"]
+)
+def test_an_agents_tool_that_cannot_be_loaded_is_an_error(entry):
+    """Found by a new user (seventeenth session): every send was a 500 logged as a bare ImportError."""
+    with override_settings(HELIX={"AGENTS": {"default": {"PROVIDER": SCRIPTED, "TOOLS": [entry]}}}):
+        messages = check_settings()
+    assert ids(messages) == ["helix_django.E007"]
+    assert entry in messages[0].msg and messages[0].hint
+
+
+def test_a_default_agent_missing_from_the_agents_is_an_error():
+    """Found by a new user (seventeenth session): every send was refused agent_unknown and check said nothing."""
+    with override_settings(HELIX={"AGENTS": {"support": {"PROVIDER": SCRIPTED}}}):
+        assert ids(check_settings()) == ["helix_django.E008"]
+    with override_settings(HELIX={"AGENTS": {"support": {"PROVIDER": SCRIPTED}}, "DEFAULT_AGENT": "support"}):
+        assert ids(check_settings()) == []
 
 
 def test_a_database_other_than_sqlite_or_postgresql_is_an_error(monkeypatch):
