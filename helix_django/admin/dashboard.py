@@ -22,7 +22,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
-from helix_django.admin.display import STATUS_FAMILY, duration
+from helix_django.admin.display import STATUS_FAMILY, duration, local
 from helix_django.admin.timeline import TOKEN_TYPES
 from helix_django.errors import HelixError
 from helix_django.models import Run, RunStatus
@@ -110,7 +110,9 @@ def build(now: datetime | None = None) -> Dashboard:
     hours = [start + timedelta(hours=i) for i in range(24)]
     by_hour: dict[datetime, dict[str, int]] = {h: {} for h in hours}
     for hour, status, n in rows.order_by():
-        key = hour.astimezone(start.tzinfo).replace(minute=0, second=0, microsecond=0)
+        if timezone.is_aware(hour):  # USE_TZ: in the zone of ``now``; naive values are compared as they are
+            hour = hour.astimezone(start.tzinfo)
+        key = hour.replace(minute=0, second=0, microsecond=0)
         if key in by_hour:
             by_hour[key][status] = n
     ended = sum(n for s, n in day.items() if s not in LIVE_STATUSES)
@@ -183,7 +185,7 @@ def hourly_chart(hourly: list[tuple[datetime, dict[str, int]]], *, height: int =
                     '<a href="{}"><title>{} {}: {} {}</title>'
                     '<rect x="{}" y="{}" width="16" height="{}" fill="{}"/></a>',
                     _list_url(status=status),
-                    f"{timezone.localtime(hour):%H:00}",
+                    f"{local(hour):%H:00}",
                     RunStatus(status).label,
                     n,
                     _("runs"),
@@ -194,9 +196,7 @@ def hourly_chart(hourly: list[tuple[datetime, dict[str, int]]], *, height: int =
                 )
             )
         if i % 6 == 0:
-            parts.append(
-                format_html('<text x="{}" y="{}">{}</text>', i * 20, height + 14, f"{timezone.localtime(hour):%H:00}")
-            )
+            parts.append(format_html('<text x="{}" y="{}">{}</text>', i * 20, height + 14, f"{local(hour):%H:00}"))
     return format_html(
         '<svg class="helix-chart" role="img" height="{}" viewBox="0 0 480 {}">{}</svg>',
         height + 18,

@@ -57,10 +57,15 @@ def duration(seconds: float) -> str:
     return f"{hours // 24} d {hours % 24} h"
 
 
+def local(value: datetime) -> datetime:
+    """Return ``value`` in the current time zone; a naive one (a site with ``USE_TZ = False``) as it is."""
+    return timezone.localtime(value) if timezone.is_aware(value) else value
+
+
 def exact(value: datetime) -> str:
     """Return ``value`` in the current time zone to the second: ``"2026-12-01 09:08:13 UTC"``."""
-    local = timezone.localtime(value)
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname() or ''}".rstrip()
+    local_value = local(value)
+    return f"{local_value:%Y-%m-%d %H:%M:%S} {local_value.tzname() or ''}".rstrip()
 
 
 def timestamp(value: datetime | None, *, now: datetime | None = None, short: bool = False) -> SafeString | str:

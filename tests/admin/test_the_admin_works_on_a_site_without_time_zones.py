@@ -1,0 +1,47 @@
+"""The support console on a site with ``USE_TZ = False`` (naive datetimes throughout).
+
+Found by a new user (seventeenth session): the generations list, the sessions list and the
+dashboard were 500s (``localtime() cannot be applied to a naive datetime``), and the
+dashboard's hourly buckets never matched a naive hour. Times are shown as they are stored.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from helix_django.admin import dashboard
+from tests.admin.test_actions import interrupted
+from tests.recovery.factories import InFlight
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def naive_site(settings):
+    settings.USE_TZ = False
+    return settings
+
+
+def test_the_lists_run_pages_and_dashboard_answer_200(naive_site, staff_client):
+    live = InFlight("s-naive-live")
+    live.stream_text("still writing")
+    ended = interrupted("s-naive-ended")
+    pages = [
+        reverse("admin:helix_django_run_changelist") + "?view=attention",
+        reverse("admin:helix_django_run_changelist") + "?all=1",
+        reverse("admin:helix_django_chatsession_changelist"),
+        reverse("admin:helix_django_run_dashboard"),
+        reverse("admin:helix_django_run_change", args=[live.run_id]),
+        reverse("admin:helix_django_run_change", args=[ended.run_id]),
+    ]
+    for url in pages:
+        response = staff_client.get(url)
+        assert response.status_code == 200, (url, response.status_code)
+    assert ended.run_id in staff_client.get(pages[0]).content.decode()  # interrupted: needs attention
+
+
+def test_the_dashboard_counts_this_hours_runs(naive_site):
+    interrupted("s-naive-hour")
+    board = dashboard.build()
+    assert board.hourly[-1][1] == {"interrupted": 1}
