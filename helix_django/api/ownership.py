@@ -46,6 +46,11 @@ class Owner:
         return session.owner_id is None and bool(self.anonymous_key) and session.anonymous_key == self.anonymous_key
 
 
+def is_signed_in(user: Any) -> bool:
+    """Whether ``user`` is signed in (DRF's ``request.user`` is None under ``UNAUTHENTICATED_USER: None``)."""
+    return user is not None and bool(getattr(user, "is_authenticated", False))
+
+
 def owner_for(user: Any, django_session: Any, *, create_anonymous: bool = False) -> Owner:
     """Return the Owner of a request from its user and Django session.
 
@@ -53,7 +58,7 @@ def owner_for(user: Any, django_session: Any, *, create_anonymous: bool = False)
     Django session key owns; ``create_anonymous`` saves a new Django session when there
     is none yet (the caller must send its cookie). Raises NotAuthenticatedError.
     """
-    if user is not None and getattr(user, "is_authenticated", False):
+    if is_signed_in(user):
         return Owner(user_id=user.pk)
     if not helix_settings.ALLOW_ANONYMOUS or django_session is None:
         raise NotAuthenticatedError()

@@ -22,6 +22,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from helix_django.api.ownership import is_signed_in
 from helix_django.api.views import ERRORS, HelixAPIView, _run_of
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform
@@ -97,7 +98,7 @@ class RunRecoveryActionView(HelixAPIView):
 
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         run = _run_of(self.session(session_id), run_id)
-        actor = request.user.pk if request.user.is_authenticated else None
+        actor = request.user.pk if is_signed_in(request.user) else None
         result = async_to_sync(aperform)(ACTIONS[self.action], run.id, actor_id=actor)
         body = {"action": self.action, "runId": result.run_id, "outcome": result.outcome, "newRunId": result.new_run_id}
         return Response(RecoveryResultSerializer(body).data)

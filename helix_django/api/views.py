@@ -31,6 +31,7 @@ from helix_django.api.ownership import (
     Owner,
     enforce_anonymous_csrf,
     get_owned_session,
+    is_signed_in,
     owned_sessions,
     owner_for,
 )
@@ -156,7 +157,7 @@ class HelixAPIView(APIView):
         """
         read_request_body(request._request)
         super().initial(request, *args, **kwargs)
-        if not request.user.is_authenticated:
+        if not is_signed_in(request.user):
             enforce_anonymous_csrf(request._request)
 
     def owner(self, *, create: bool = False) -> Owner:

@@ -27,7 +27,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
 from helix_django.api import policy
-from helix_django.api.ownership import Owner, enforce_anonymous_csrf, owner_for
+from helix_django.api.ownership import Owner, enforce_anonymous_csrf, is_signed_in, owner_for
 from helix_django.errors import (
     AuthenticationFailedError,
     NotAuthenticatedError,
@@ -91,11 +91,11 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
     view = _RouteView()
     try:
         user = drf_request.user
-        if not user.is_authenticated:
+        if not is_signed_in(user):
             enforce_anonymous_csrf(request)
         for permission in policy.permissions():
             if not permission.has_permission(drf_request, view):
-                if not user.is_authenticated:
+                if not is_signed_in(user):
                     raise NotAuthenticatedError()
                 raise PermissionDeniedError()
         for throttle in policy.throttles():
@@ -112,7 +112,7 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
     if own_session and request.session.modified:
         response = middleware.process_response(request, HttpResponse())
         cookies = _cookie_headers(response.cookies)
-    return Identity(owner=owner, user=user if user.is_authenticated else None, set_cookies=cookies)
+    return Identity(owner=owner, user=user if is_signed_in(user) else None, set_cookies=cookies)
 
 
 def websocket_user(scope: dict[str, Any]) -> Any:
@@ -136,7 +136,7 @@ def websocket_user(scope: dict[str, Any]) -> Any:
         user = Request(request, authenticators=policy.authenticators()).user
     except exceptions.APIException:
         return anonymous
-    return user if user.is_authenticated else anonymous
+    return user if is_signed_in(user) else anonymous
 
 
 def _cookie_headers(cookies: SimpleCookie) -> list[tuple[bytes, bytes]]:
