@@ -19,7 +19,8 @@ A site's ``asgi.py``::
   :class:`~helix_django.transport.websocket.SessionStreamConsumer` through
   ``OriginValidator(AuthMiddlewareStack(HostPolicyMiddleware(...)))``: the ``Origin`` must
   be one of ``ALLOWED_HOSTS`` or of django-cors-headers' ``CORS_ALLOWED_ORIGINS`` (the
-  origins the host lets call its API), the ``Host`` one of ``ALLOWED_HOSTS`` (a refused
+  origins the host lets call its API) or absent (not a browser: it authenticates like any
+  API client), the ``Host`` one of ``ALLOWED_HOSTS`` (a refused
   handshake is a 403), and the handshake is authenticated with helix's DRF authenticators;
 - every other HTTP path: the Django app; every other WebSocket path: a typed ``not_found``
   error frame and close 4404.
@@ -71,6 +72,24 @@ def websocket_origins() -> list[str]:
     if settings.DEBUG and not hosts:
         hosts = ["localhost", "127.0.0.1", "[::1]"]
     return [*hosts, *getattr(settings, "CORS_ALLOWED_ORIGINS", ())]
+
+
+def _origin_validator(inner: Any, origins: list[str]) -> Any:
+    """Channels' ``OriginValidator`` over ``origins``, letting through a handshake that sends no ``Origin``.
+
+    Browsers send ``Origin`` on every WebSocket handshake, so a cross-site page is always
+    checked; a handshake without one is not a browser's (a script, a mobile app, a server)
+    and cannot be a cross-site request: it authenticates like any API client (a token or
+    JWT in ``Authorization``). Channels refuses it unless ``"*"`` is allowed, which would
+    open the socket to every site.
+    """
+    from channels.security.websocket import OriginValidator
+
+    class NoOriginOrAllowed(OriginValidator):
+        def valid_origin(self, parsed_origin: Any) -> bool:
+            return parsed_origin is None or super().valid_origin(parsed_origin)
+
+    return NoOriginOrAllowed(inner, origins)
 
 
 class HostPolicyMiddleware:
@@ -150,7 +169,6 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     """
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
-    from channels.security.websocket import OriginValidator
 
     from helix_django.transport.daphne_forms import disable_twisted_form_parsing
     from helix_django.transport.websocket import UnknownPathConsumer
@@ -164,7 +182,7 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     return ProtocolTypeRouter(
         {
             "http": _direct_url_router([*helix_http_routes(prefix), re_path(r"^", django_app)]),
-            "websocket": OriginValidator(
+            "websocket": _origin_validator(
                 AuthMiddlewareStack(
                     HostPolicyMiddleware(
                         # any other path: the typed refusal (not_found frame, close 4404), never a 500

@@ -141,6 +141,33 @@ async def test_the_websocket_serves_a_jwt_app_from_the_cors_origin(jwt_user):
     await anonymous.disconnect()
 
 
+async def test_the_websocket_serves_a_client_that_sends_no_origin_and_refuses_a_foreign_one(jwt_user):
+    """A script or mobile app sends no ``Origin`` (found by a new user, seventeenth session: a bare 403).
+
+    Browsers always send one, so a cross-site page is still refused; without one the
+    handshake authenticates like any API client (here a JWT).
+    """
+    from tests.host.asgi import application
+
+    _user, auth = jwt_user
+    sid = new_session_id()
+    status, _headers, _body = await call("POST", f"/helix/api/sessions/{sid}/chat", [HOST, auth, JSON], send_body(sid))
+    assert status == 200
+    script = WebsocketCommunicator(application, f"/ws/helix/api/sessions/{sid}/", headers=[HOST, auth])
+    connected, _code = await script.connect()
+    assert connected
+    await script.send_json_to({"type": "resume", "from_sequence": 0})
+    frames = []
+    while not frames or frames[-1]["type"] == "chunk":
+        frames.append(await script.receive_json_from(timeout=10))
+    await script.disconnect()
+    assert frames[-1]["type"] == "end" and len(frames) > 2
+    foreign = (b"origin", b"http://evil.example")
+    page = WebsocketCommunicator(application, f"/ws/helix/api/sessions/{sid}/", headers=[HOST, foreign, auth])
+    connected, _code = await page.connect()
+    assert not connected
+
+
 async def test_host_routes_after_the_include_and_its_versioned_api_still_answer(jwt_user):
     _user, auth = jwt_user
     status, _headers, body = await call("GET", "/helix/api/host-status/", [HOST])
