@@ -3,7 +3,8 @@
 Check ids (listed in docs/checks.md):
 
 - ``helix_django.W030``: ``ASGI_APPLICATION`` is unset (a WSGI-only deployment) or its
-  application does not route the chat route to helix's consumers; the chat and stream
+  application does not route the chat route to helix's consumers, or routes it under
+  another prefix than the URLconf mounts ``helix_django.urls`` at; the chat and stream
   routes then answer 501 ``transport_route_not_wired``.
 - ``helix_django.E030``: a class of helix's DRF policy (:mod:`helix_django.api.policy`)
   cannot be imported or instantiated (a throttle without a rate, a misspelt path); every
@@ -43,6 +44,47 @@ def serves_helix_chat(app: Any, depth: int = 0) -> bool:
     return any(serves_helix_chat(getattr(app, attr, None), depth + 1) for attr in _INNER_ATTRS if hasattr(app, attr))
 
 
+def routes_to_helix_chat(app: Any, path: str, depth: int = 0) -> bool:
+    """Whether ``app`` routes an HTTP request for ``path`` to helix's ``ChatConsumer``, as its routers would.
+
+    Follows Channels' ``ProtocolTypeRouter`` (``http``), ``URLRouter`` patterns (each match
+    hands the rest of the path on) and middleware (``inner``/``application``/``app``).
+    """
+    from django.urls.exceptions import Resolver404
+
+    from helix_django.transport.chat import ChatConsumer
+
+    if isinstance(app, ChatConsumer):
+        return True
+    if depth > 12 or app is None:
+        return False
+    mapping = getattr(app, "application_mapping", None)
+    if isinstance(mapping, dict):
+        return routes_to_helix_chat(mapping.get("http"), path, depth + 1)
+    routes = getattr(app, "routes", None)
+    if routes:
+        rest = path.lstrip("/")
+        for route in routes:
+            try:
+                match = route.pattern.match(rest)
+            except Resolver404:
+                continue
+            if match:
+                return routes_to_helix_chat(getattr(route, "callback", None), match[0], depth + 1)
+        return False
+    return any(routes_to_helix_chat(getattr(app, a, None), path, depth + 1) for a in _INNER_ATTRS if hasattr(app, a))
+
+
+def _chat_path() -> str | None:
+    """The chat route's path where the URLconf mounts ``helix_django.urls`` (None: it is not mounted)."""
+    from django.urls import NoReverseMatch, reverse
+
+    try:
+        return reverse("helix_django:chat", kwargs={"session_id": "wiring_check"})
+    except NoReverseMatch:
+        return None
+
+
 @register(deploy=False)
 def check_asgi_wiring(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """W030 when the site's ASGI application does not serve helix's chat route."""
@@ -58,9 +100,21 @@ def check_asgi_wiring(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         app = import_string(path)
     except ImportError:
         return [Warning(f"ASGI_APPLICATION {path!r} cannot be imported.", hint=hint, id="helix_django.W030")]
-    if serves_helix_chat(app):
-        return []
-    return [Warning(f"ASGI_APPLICATION {path!r} does not route helix's chat route.", hint=hint, id="helix_django.W030")]
+    if not serves_helix_chat(app):
+        message = f"ASGI_APPLICATION {path!r} does not route helix's chat route."
+        return [Warning(message, hint=hint, id="helix_django.W030")]
+    chat = _chat_path()
+    if chat is not None and not routes_to_helix_chat(app, chat):
+        message = (
+            f"ASGI_APPLICATION {path!r} routes helix's chat route under another prefix than the URLconf "
+            f"mounts helix_django.urls at ({chat!r} is not routed to it)."
+        )
+        hint = (
+            "Pass get_asgi_application(prefix=...) the prefix of path('<prefix>', include('helix_django.urls')), "
+            "with its trailing slash (README, 'Install')."
+        )
+        return [Warning(message, hint=hint, id="helix_django.W030")]
+    return []
 
 
 @register()

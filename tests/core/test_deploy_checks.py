@@ -37,6 +37,36 @@ def test_a_wsgi_only_or_unwired_site_is_warned(asgi_application, message):
         assert check_asgi_wiring() == [Warning(message, hint=HINT, id="helix_django.W030")]
 
 
+async def _django_app(scope, receive, send):  # never called: the routes are only inspected
+    raise AssertionError(scope)
+
+
+def _wired_at(prefix: str):
+    from helix_django.transport.routing import get_asgi_application
+
+    return get_asgi_application(_django_app, prefix=prefix)
+
+
+ROUTED_AT_API_AI = _wired_at("api/ai/")
+ROUTED_WITHOUT_ITS_SLASH = _wired_at("helix/api")
+ROUTED_AT_THE_URLCONFS_PREFIX = _wired_at("helix/api/")
+
+
+@pytest.mark.parametrize("app", ["ROUTED_AT_API_AI", "ROUTED_WITHOUT_ITS_SLASH"])
+def test_an_asgi_prefix_other_than_the_urlconfs_is_warned(app):
+    """Found by a new user (seventeenth session): check was clean, every chat request a 501."""
+    with override_settings(ASGI_APPLICATION=f"tests.core.test_deploy_checks.{app}"):
+        messages = check_asgi_wiring()
+    assert [m.id for m in messages] == ["helix_django.W030"]
+    assert "'/helix/api/sessions/wiring_check/chat' is not routed to it" in messages[0].msg
+    assert "prefix=" in messages[0].hint
+
+
+def test_the_urlconfs_prefix_in_the_asgi_application_is_clean():
+    with override_settings(ASGI_APPLICATION="tests.core.test_deploy_checks.ROUTED_AT_THE_URLCONFS_PREFIX"):
+        assert check_asgi_wiring() == []
+
+
 def test_a_throttle_without_a_rate_is_an_error_not_a_500_per_request():
     broken = {"DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"], "DEFAULT_THROTTLE_RATES": {}}
     with override_settings(REST_FRAMEWORK=broken):
