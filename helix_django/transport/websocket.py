@@ -56,6 +56,11 @@ from helix_django.transport.sse import log_unexpected, rendering_language
 class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
     """One socket subscribed to one owned session's stream (see the module docstring)."""
 
+    channel_layer_alias = None  # type: ignore[assignment]
+    """No channel of its own on the layer: the socket is woken by the stream manager (its broadcast
+    crosses processes), so it holds no layer connection and waits on no blocking receive, which
+    channels_redis under redis-py 8's 5 s socket timeout turned into a crash every 5 s (1011)."""
+
     session: ChatSession | None = None
     reader_task: asyncio.Task[None] | None = None
     delivered_sequence: int = 0
