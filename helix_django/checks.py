@@ -88,6 +88,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="helix_django.W002",
             )
         )
+    messages.extend(_check_layer_timeouts())
     messages.extend(_check_database())
     db = settings.DATABASES.get("default", {})
     if uses_database and db.get("ENGINE", "").endswith("sqlite3"):
@@ -100,6 +101,43 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                     id="helix_django.W003",
                 )
             )
+    return messages
+
+
+#: channels_redis's blocking receive (``BZPOPMIN``) waits this long, in seconds.
+LAYER_BLOCKING_SECONDS = 5
+
+
+def _check_layer_timeouts() -> list[Any]:
+    """W005: a channels_redis layer whose Redis clients time out before its blocking receive returns.
+
+    redis-py 8 defaults ``socket_timeout`` to 5 s, the layer's own wait, so ``receive()``
+    raises ``TimeoutError`` every 5 s of quiet (channels_redis#422): Channels' consumers on
+    that layer crash (WebSockets close 1011) and cross-process wake-ups stall.
+    """
+    try:
+        import redis
+    except ImportError:
+        return []
+    if int(redis.__version__.split(".")[0]) < 8:
+        return []
+    messages = []
+    for alias, layer in (getattr(settings, "CHANNEL_LAYERS", None) or {}).items():
+        if not str(layer.get("BACKEND", "")).startswith("channels_redis."):
+            continue
+        for host in (layer.get("CONFIG") or {}).get("hosts") or ["redis://localhost:6379"]:
+            timeout = host.get("socket_timeout", LAYER_BLOCKING_SECONDS) if isinstance(host, dict) else 5
+            if timeout is not None and timeout <= LAYER_BLOCKING_SECONDS:
+                messages.append(
+                    Warning(
+                        f"CHANNEL_LAYERS[{alias!r}]: a Redis host's socket_timeout ({timeout} s) is not above "
+                        f"channels_redis's blocking receive ({LAYER_BLOCKING_SECONDS} s).",
+                        hint='Give each host {"address": ..., "socket_timeout": 10} (redis-py 8 defaults it to 5 s: '
+                        "receive() then fails every 5 s, channels_redis#422; docs/scale-out.md).",
+                        id="helix_django.W005",
+                    )
+                )
+                break
     return messages
 
 

@@ -52,6 +52,29 @@ def test_a_default_agent_missing_from_the_agents_is_an_error():
         assert ids(check_settings()) == []
 
 
+REDIS_LAYER = "channels_redis.core.RedisChannelLayer"
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    [["redis://127.0.0.1:6379/1"], [{"address": "redis://127.0.0.1:6379/1"}], [{"address": "x", "socket_timeout": 5}]],
+    ids=["url", "no-timeout", "timeout-5"],
+)
+def test_a_channels_redis_layer_timing_out_before_its_blocking_receive_is_warned(hosts):
+    """Found on the scale-out set-up (seventeenth session): WebSockets closed 1011 every 5 s of quiet."""
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": hosts}}}):
+        messages = check_settings()
+    assert ids(messages) == ["helix_django.W005"]
+    assert "socket_timeout" in messages[0].hint
+
+
+@pytest.mark.parametrize("timeout", [10, None])
+def test_a_channels_redis_layer_with_a_longer_socket_timeout_passes(timeout):
+    hosts = [{"address": "redis://127.0.0.1:6379/1", "socket_timeout": timeout}]
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": REDIS_LAYER, "CONFIG": {"hosts": hosts}}}):
+        assert ids(check_settings()) == []
+
+
 def test_a_database_other_than_sqlite_or_postgresql_is_an_error(monkeypatch):
     from django.db import connection
 
