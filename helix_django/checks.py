@@ -38,11 +38,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         path = entry.get("BACKEND", "") if isinstance(entry, dict) else ""
         try:
             backend = import_string(path)
-        except ImportError:
+        except ImportError as exc:
             messages.append(
                 Error(
-                    f"Stream manager {alias!r}: cannot import {path!r}.",
-                    hint="HELIX['STREAM_MANAGERS'][alias]['BACKEND'] must be a dotted path to a BaseStreamManager.",
+                    f"Stream manager {alias!r}: cannot import {path!r} ({exc}).",
+                    hint="HELIX['STREAM_MANAGERS'][alias]['BACKEND'] must be a dotted path to a BaseStreamManager; "
+                    "helix's Redis manager needs the redis extra (pip install 'helix_django[redis]').",
                     id="helix_django.E002",
                 )
             )
@@ -53,11 +54,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         path = (agent.get("PROVIDER") or {}).get("BACKEND", "") if isinstance(agent, dict) else ""
         try:
             import_string(path)
-        except ImportError:
+        except ImportError as exc:
             messages.append(
                 Error(
-                    f"Agent {name!r}: cannot import provider {path!r}.",
-                    hint="HELIX['AGENTS'][name]['PROVIDER']['BACKEND'] must be a dotted path to a provider class.",
+                    f"Agent {name!r}: cannot import provider {path!r} ({exc}).",
+                    hint="HELIX['AGENTS'][name]['PROVIDER']['BACKEND'] must be a dotted path to a provider class; "
+                    "helix's OpenAI provider needs the openai extra (pip install 'helix_django[openai]').",
                     id="helix_django.E003",
                 )
             )
