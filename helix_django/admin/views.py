@@ -12,7 +12,7 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import messages
-from django.contrib.admin.utils import unquote
+from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -30,7 +30,7 @@ from helix_django.recovery.actions import aperform, aresolve_tool
 
 
 def _change_url(run: Run) -> str:
-    return reverse("admin:helix_django_run_change", args=[run.pk])
+    return reverse("admin:helix_django_run_change", args=[quote(run.pk)])
 
 
 def _context(modeladmin: Any, request: HttpRequest, **extra: Any) -> dict[str, Any]:

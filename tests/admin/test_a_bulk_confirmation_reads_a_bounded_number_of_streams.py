@@ -10,6 +10,7 @@ count is its stored ``partial_chars`` (no read).
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from helix_django.admin import views
@@ -54,7 +55,7 @@ def test_selecting_more_live_runs_than_the_page_counts_reads_no_more_streams(sta
 def test_a_single_runs_page_still_counts_its_live_text(staff_client):
     flight = InFlight("s-single-live")
     flight.stream_text("seventeen chars!!")
-    url = reverse("admin:helix_django_run_recovery", args=[flight.run_id, "mark_interrupted"])
+    url = reverse("admin:helix_django_run_recovery", args=[quote(flight.run_id), "mark_interrupted"])
     body = staff_client.get(url).content.decode()
     assert "17 characters so far" in body
     assert "running normally" in body  # its lease is live: the page warns

@@ -8,6 +8,7 @@ dashboard's hourly buckets never matched a naive hour. Times are shown as they a
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from helix_django.admin import dashboard
@@ -32,8 +33,8 @@ def test_the_lists_run_pages_and_dashboard_answer_200(naive_site, staff_client):
         reverse("admin:helix_django_run_changelist") + "?all=1",
         reverse("admin:helix_django_chatsession_changelist"),
         reverse("admin:helix_django_run_dashboard"),
-        reverse("admin:helix_django_run_change", args=[live.run_id]),
-        reverse("admin:helix_django_run_change", args=[ended.run_id]),
+        reverse("admin:helix_django_run_change", args=[quote(live.run_id)]),
+        reverse("admin:helix_django_run_change", args=[quote(ended.run_id)]),
     ]
     for url in pages:
         response = staff_client.get(url)
