@@ -144,27 +144,29 @@ class EntriesMixin:
                 pass  # the caller waits for the stream to go live (002, "The run-start window")
 
     async def _retire_if_dead(self, run: Run) -> bool:
-        """End a live run nobody executes any more as ``interrupted``; False if it is still executing.
+        """End a live run nobody executes any more as the relaunch scan would; False if it is still executing.
 
-        Dead: its lease expired, or this process owns it but has no task for it. True also
-        when a concurrent request retired or replaced it first (the fenced ending raises
-        RunSupersededError): it no longer holds the session, and the caller's compare-and-set
-        start decides who wins.
+        Dead: its lease expired, or this process owns it but has no task for it. The ending
+        is the scan's decision (:func:`~helix_django.recovery.scan.arecover_run`, forced,
+        without asking the provider, so a send waits on no network call): ``completed`` when
+        the run wrote its ``finish``, ``cancelled`` when a Stop was recorded, else
+        ``interrupted`` with its partial output; a client is never told an ending that
+        contradicts one it saw (docs/transport.md, "Endings"). True also when a concurrent
+        request retired or replaced it first: it no longer holds the session, and the
+        caller's compare-and-set start decides who wins.
         """
         if self.is_local(run.id) or run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
             return False
         expired = run.lease_expires_at is None or run.lease_expires_at < timezone.now()
         if not expired and run.lease_owner != self.owner:
             return False
-        # Recovery's own ending: partial output rebuilt from the stream, unknown tool
-        # outcomes marked, the stream failed typed (000, "Recovery on app relaunch").
-        from helix_django.recovery.outcomes import ainterrupt
-        from helix_django.recovery.partial import arebuild_partial
+        # Recovery's own decision and ending: the writer fenced, partial output rebuilt from the
+        # stream, unknown tool outcomes marked (000, "Recovery on app relaunch").
+        from helix_django.recovery.scan import arecover_run
 
-        try:
-            await ainterrupt(run, await arebuild_partial(run), stage=run.status, cause="process_lost")
-        except RunSupersededError:
-            logger.info("run %s was retired by a concurrent request", run.id)
+        decision = await arecover_run(run.id, force=True, query_provider=False)
+        if decision.outcome == "skipped":
+            logger.info("run %s was retired by a concurrent request (%s)", run.id, decision.reason)
         return True
 
     # --- cancel ----------------------------------------------------------------------------
