@@ -43,6 +43,8 @@ class HelixError(Exception):
     retryable: ClassVar[bool] = False
     category: ClassVar[str] = "internal"
     default_message: ClassVar[str | Promise] = _("Internal error")
+    www_authenticate: str | None = None
+    """A 401's ``WWW-Authenticate`` challenge (a response header, never in the body)."""
 
     def __init__(self, message: str | Promise | None = None, *, cause: str | None = None, **extra: Any) -> None:
         self._text = message or self.default_message

@@ -22,6 +22,7 @@ from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
 from rest_framework.response import Response
 
+from helix_django.api import policy
 from helix_django.errors import (
     AuthenticationFailedError,
     FrameworkInternalError,
@@ -101,4 +102,9 @@ def helix_exception_handler(exc: BaseException, context: dict[str, Any]) -> Resp
         headers["Retry-After"] = "1"
     if error.status == 429:
         headers["Retry-After"] = str(error.extra.get("retryAfterSeconds") or 1)
+    request = context.get("request")
+    if error.status == 401 and request is not None:
+        challenge = policy.authenticate_header(request)
+        if challenge:
+            headers["WWW-Authenticate"] = challenge
     return Response(error.to_body(), status=error.status, headers=headers)

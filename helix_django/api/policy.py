@@ -61,6 +61,17 @@ def authenticators() -> list[Any]:
     return [cls() for cls in authentication_classes()]
 
 
+def authenticate_header(request: Any) -> str | None:
+    """Return the ``WWW-Authenticate`` value of a 401 on helix's routes (None: the scheme has none).
+
+    DRF's rule (``APIView.get_authenticate_header``): the first authentication class's
+    ``authenticate_header`` (``Token``, ``Bearer realm="api"``, ``Basic realm="api"``);
+    session authentication has none. RFC 9110 section 11.6.1 asks a 401 to carry it.
+    """
+    classes = authentication_classes()
+    return classes[0]().authenticate_header(request) if classes else None
+
+
 def permissions() -> list[Any]:
     """Return the permission instances of helix's routes (the host's defaults unless HELIX names them)."""
     return [cls() for cls in _classes("PERMISSION_CLASSES", "DEFAULT_PERMISSION_CLASSES")]

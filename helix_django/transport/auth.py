@@ -30,6 +30,7 @@ from helix_django.api import policy
 from helix_django.api.ownership import Owner, enforce_anonymous_csrf, is_signed_in, owner_for
 from helix_django.errors import (
     AuthenticationFailedError,
+    HelixError,
     NotAuthenticatedError,
     PermissionDeniedError,
     RateLimitedError,
@@ -96,15 +97,15 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
         for permission in policy.permissions():
             if not permission.has_permission(drf_request, view):
                 if not is_signed_in(user):
-                    raise NotAuthenticatedError()
+                    raise _challenged(NotAuthenticatedError(), drf_request)
                 raise PermissionDeniedError()
         for throttle in policy.throttles():
             if not throttle.allow_request(drf_request, view):
                 raise RateLimitedError(retryAfterSeconds=math.ceil(throttle.wait() or 1))
     except exceptions.NotAuthenticated as exc:
-        raise NotAuthenticatedError() from exc
+        raise _challenged(NotAuthenticatedError(), drf_request) from exc
     except exceptions.AuthenticationFailed as exc:
-        raise AuthenticationFailedError() from exc
+        raise _challenged(AuthenticationFailedError(), drf_request) from exc
     except exceptions.PermissionDenied as exc:
         raise PermissionDeniedError(gettext_lazy("CSRF check failed"), cause="csrf") from exc
     owner = owner_for(user, request.session, create_anonymous=create_anonymous)
@@ -113,6 +114,12 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
         response = middleware.process_response(request, HttpResponse())
         cookies = _cookie_headers(response.cookies)
     return Identity(owner=owner, user=user if is_signed_in(user) else None, set_cookies=cookies)
+
+
+def _challenged(error: HelixError, request: Any) -> HelixError:
+    """Return the 401 ``error`` with the ``WWW-Authenticate`` challenge of helix's first authentication class."""
+    error.www_authenticate = policy.authenticate_header(request)
+    return error
 
 
 def websocket_user(scope: dict[str, Any]) -> Any:

@@ -124,6 +124,8 @@ async def send_error(
     extra = list(headers or [])
     if isinstance(error, MethodNotAllowedError) and error.allowed:
         extra.append((b"allow", ", ".join(error.allowed).encode()))
+    if error.status == 401 and error.www_authenticate:
+        extra.append((b"www-authenticate", error.www_authenticate.encode("latin-1")))
     if error.status == 503 and error.is_retryable:
         extra.append((b"retry-after", b"1"))
     elif error.status == 429:
