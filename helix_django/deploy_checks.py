@@ -27,28 +27,17 @@ from django.utils.module_loading import import_string
 _INNER_ATTRS = ("inner", "application", "app")
 
 
-def serves_helix_chat(app: Any, depth: int = 0) -> bool:
-    """Whether the ASGI application ``app`` routes HTTP to helix's ``ChatConsumer`` (searched 12 levels deep)."""
-    from helix_django.transport.chat import ChatConsumer
-
-    if isinstance(app, ChatConsumer):
-        return True
-    if depth > 12 or app is None:
-        return False
-    mapping = getattr(app, "application_mapping", None)
-    if isinstance(mapping, dict):
-        return serves_helix_chat(mapping.get("http"), depth + 1)
-    for route in getattr(app, "routes", None) or ():
-        if serves_helix_chat(getattr(route, "callback", None), depth + 1):
-            return True
-    return any(serves_helix_chat(getattr(app, attr, None), depth + 1) for attr in _INNER_ATTRS if hasattr(app, attr))
+def serves_helix_chat(app: Any) -> bool:
+    """Whether the ASGI application ``app`` routes HTTP to helix's ``ChatConsumer`` under any path."""
+    return routes_to_helix_chat(app, None)
 
 
-def routes_to_helix_chat(app: Any, path: str, depth: int = 0) -> bool:
+def routes_to_helix_chat(app: Any, path: str | None, depth: int = 0) -> bool:
     """Whether ``app`` routes an HTTP request for ``path`` to helix's ``ChatConsumer``, as its routers would.
 
     Follows Channels' ``ProtocolTypeRouter`` (``http``), ``URLRouter`` patterns (each match
-    hands the rest of the path on) and middleware (``inner``/``application``/``app``).
+    hands the rest of the path on; ``path`` None: any route) and middleware
+    (``inner``/``application``/``app``), 12 levels deep.
     """
     from django.urls.exceptions import Resolver404
 
@@ -63,14 +52,18 @@ def routes_to_helix_chat(app: Any, path: str, depth: int = 0) -> bool:
         return routes_to_helix_chat(mapping.get("http"), path, depth + 1)
     routes = getattr(app, "routes", None)
     if routes:
-        rest = path.lstrip("/")
         for route in routes:
+            callback = getattr(route, "callback", None)
+            if path is None:
+                if routes_to_helix_chat(callback, None, depth + 1):
+                    return True
+                continue
             try:
-                match = route.pattern.match(rest)
+                match = route.pattern.match(path.lstrip("/"))
             except Resolver404:
                 continue
-            if match:
-                return routes_to_helix_chat(getattr(route, "callback", None), match[0], depth + 1)
+            if match:  # the first route that matches takes the request, as the router does
+                return routes_to_helix_chat(callback, match[0], depth + 1)
         return False
     return any(routes_to_helix_chat(getattr(app, a, None), path, depth + 1) for a in _INNER_ATTRS if hasattr(app, a))
 
