@@ -66,10 +66,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         messages.extend(_check_tools(name, agent))
     if helix_settings.DEFAULT_AGENT not in (helix_settings.AGENTS or {}):
         messages.append(
-            Error(
+            Warning(
                 f"HELIX['DEFAULT_AGENT'] is {helix_settings.DEFAULT_AGENT!r}, which is not in HELIX['AGENTS'].",
-                hint="New sessions get this agent: name one of HELIX['AGENTS'] (every send is refused agent_unknown).",
-                id="helix_django.E008",
+                hint="New sessions get this agent: name one of HELIX['AGENTS'] (a send to a session created "
+                "without naming its agent is refused agent_unknown).",
+                id="helix_django.W006",
             )
         )
     try:
@@ -128,7 +129,7 @@ def _check_layer_timeouts() -> list[Any]:
         if not str(layer.get("BACKEND", "")).startswith("channels_redis."):
             continue
         for host in (layer.get("CONFIG") or {}).get("hosts") or ["redis://localhost:6379"]:
-            timeout = host.get("socket_timeout", LAYER_BLOCKING_SECONDS) if isinstance(host, dict) else 5
+            timeout = host.get("socket_timeout", LAYER_BLOCKING_SECONDS) if isinstance(host, dict) else 5.0
             if timeout is not None and timeout <= LAYER_BLOCKING_SECONDS:
                 messages.append(
                     Warning(

@@ -47,7 +47,7 @@ def test_an_agents_tool_that_cannot_be_loaded_is_an_error(entry):
 def test_a_default_agent_missing_from_the_agents_is_an_error():
     """Found by a new user (seventeenth session): every send was refused agent_unknown and check said nothing."""
     with override_settings(HELIX={"AGENTS": {"support": {"PROVIDER": SCRIPTED}}}):
-        assert ids(check_settings()) == ["helix_django.E008"]
+        assert ids(check_settings()) == ["helix_django.W006"]
     with override_settings(HELIX={"AGENTS": {"support": {"PROVIDER": SCRIPTED}}, "DEFAULT_AGENT": "support"}):
         assert ids(check_settings()) == []
 
