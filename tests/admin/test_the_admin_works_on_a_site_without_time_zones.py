@@ -18,16 +18,37 @@ from tests.recovery.factories import InFlight
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+def _close_orm_thread_connections() -> None:
+    """Close the connections of asgiref's ORM thread: a connection keeps the ``USE_TZ`` it opened with
+    (aware or naive datetimes), so flipping the setting in a running process must reopen them."""
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
 @pytest.fixture
 def naive_site(settings):
-    settings.USE_TZ = False
-    return settings
+    """A callable that turns the site naive (``USE_TZ = False``, ``TIME_ZONE`` UTC) from then on.
+
+    The runs are made first, as a site's processes would have made them: flipping ``USE_TZ``
+    in a running process leaves its threads' connections returning aware datetimes.
+    """
+
+    def go_naive() -> None:
+        _close_orm_thread_connections()
+        settings.TIME_ZONE = "UTC"
+        settings.USE_TZ = False
+
+    yield go_naive
+    _close_orm_thread_connections()  # the next test's threads open aware connections again
 
 
 def test_the_lists_run_pages_and_dashboard_answer_200(naive_site, staff_client):
     live = InFlight("s-naive-live")
     live.stream_text("still writing")
     ended = interrupted("s-naive-ended")
+    naive_site()
     pages = [
         reverse("admin:helix_django_run_changelist") + "?view=attention",
         reverse("admin:helix_django_run_changelist") + "?all=1",
@@ -44,5 +65,6 @@ def test_the_lists_run_pages_and_dashboard_answer_200(naive_site, staff_client):
 
 def test_the_dashboard_counts_this_hours_runs(naive_site):
     interrupted("s-naive-hour")
+    naive_site()
     board = dashboard.build()
     assert board.hourly[-1][1] == {"interrupted": 1}
