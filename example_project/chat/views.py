@@ -11,8 +11,16 @@ from django.urls import reverse
 
 from helix_django.models import ChatSession
 
-HELIX_API_BASE = "/helix/api"
 _PLACEHOLDER = "__session__"
+
+
+def helix_api_base() -> str:
+    """Return where the URLconf mounts ``helix_django.urls`` (``/helix/api`` here), for the page's client.
+
+    Read from the URLconf, so a copy of this view follows the prefix the site chose.
+    """
+    sessions = reverse("helix_django:session-list")  # "<prefix>sessions/"
+    return sessions[: -len("sessions/")].rstrip("/")
 
 
 def _new_session_id() -> str:
@@ -36,7 +44,7 @@ def session(request: HttpRequest, session_id: str) -> HttpResponse:
     context = {
         "session_id": session_id,
         "new_session": not ChatSession.objects.filter(pk=session_id, owner=request.user).exists(),
-        "helix_api_base": HELIX_API_BASE,
+        "helix_api_base": helix_api_base(),
         "chat_url_template": reverse("chat:session", args=[_PLACEHOLDER]),
         "logout_url": reverse("logout"),
     }
