@@ -64,6 +64,9 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_RENEW_SECONDS": 10,
     # A live run with no event for this long is listed as stuck in the admin.
     "STUCK_AFTER_SECONDS": 300,
+    # Most runs one bulk recovery action of the admin's changelist acts on (each is a recovery,
+    # Check status a provider call): a larger selection is refused, nothing done.
+    "ADMIN_BULK_MAX_RUNS": 100,
     # Stream writer coalescing: flush after this many ms or this many chunks.
     "FLUSH_INTERVAL_MS": 15,
     "FLUSH_MAX_CHUNKS": 64,

@@ -22,6 +22,7 @@ from django.utils.translation import gettext as _
 
 from helix_django.admin.texts import EFFECTS, TITLES
 from helix_django.admin.timeline import shown_chars
+from helix_django.conf import helix_settings
 from helix_django.errors import HelixError, ValidationError
 from helix_django.jsonbody import load_json
 from helix_django.models import Run, ToolExecution, ToolExecutionStatus
@@ -111,24 +112,42 @@ def _is_healthy(run: Run) -> bool:
     return run.is_live and not inv.is_lease_expired(run)
 
 
-def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> bool:
-    """Perform ``action`` on ``run``; log it; report to the user. Return whether it succeeded."""
+def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> HelixError | None:
+    """Perform ``action`` on ``run`` and log it; return its typed refusal (None: done)."""
     try:
         # A generation started here runs on the executor's own loop; the request does not wait for it.
         result = async_to_sync(aperform)(action, run.pk, actor_id=request.user.pk)
     except HelixError as exc:
-        modeladmin.message_user(
-            request,
-            _("%(title)s was refused for %(run)s: %(reason)s")
-            % {"title": TITLES[action], "run": run.pk, "reason": exc.message},
-            messages.ERROR,
-        )
-        return False
+        return exc
     note = f"Recovery action: {TITLES[action]} -> {result.outcome}"
     if result.new_run_id:
         note += f" (new generation {result.new_run_id})"
     modeladmin.log_change(request, Run.objects.get(pk=run.pk), note)
-    return True
+    return None
+
+
+#: Run ids a bulk action's refusal message names per reason (the rest are counted).
+REFUSED_IDS_SHOWN = 5
+
+
+def _report_refusals(modeladmin: Any, request: HttpRequest, action: str, refused: dict[str, list[str]]) -> None:
+    """One error message per refusal reason (``refused``: reason -> run ids), however many runs it refused."""
+    for reason, run_ids in refused.items():
+        shown = ", ".join(run_ids[:REFUSED_IDS_SHOWN]) + (", …" if len(run_ids) > REFUSED_IDS_SHOWN else "")
+        if len(run_ids) == 1:
+            text = _("%(title)s was refused for %(run)s: %(reason)s") % {
+                "title": TITLES[action],
+                "run": shown,
+                "reason": reason,
+            }
+        else:
+            text = _("%(title)s was refused for %(count)d generations (%(runs)s): %(reason)s") % {
+                "title": TITLES[action],
+                "count": len(run_ids),
+                "runs": shown,
+                "reason": reason,
+            }
+        modeladmin.message_user(request, text, messages.ERROR)
 
 
 def confirm_action(modeladmin: Any, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
@@ -141,7 +160,10 @@ def confirm_action(modeladmin: Any, request: HttpRequest, object_id: str, action
     if request.method == "POST":
         if not modeladmin.has_reconcile_permission(request, run):
             raise PermissionDenied
-        if _perform(modeladmin, request, run, action):
+        refusal = _perform(modeladmin, request, run, action)
+        if refusal is not None:
+            _report_refusals(modeladmin, request, action, {refusal.message: [run.pk]})
+        else:
             modeladmin.message_user(
                 request, _("%(title)s done for %(run)s.") % {"title": TITLES[action], "run": run.pk}
             )
@@ -159,10 +181,35 @@ def confirm_action(modeladmin: Any, request: HttpRequest, object_id: str, action
 
 
 def bulk_confirm(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Run], action: str) -> HttpResponse | None:
-    """The changelist action: a confirmation page first, then ``action`` on every selected run."""
+    """The changelist action: a confirmation page first, then ``action`` on every selected run.
+
+    A selection of more than ``HELIX["ADMIN_BULK_MAX_RUNS"]`` runs (the changelist's "select
+    all") is refused with one error message, on the page and on its POST, and nothing is
+    done: one request performs a bounded number of recoveries (each a transaction, *Check
+    status* a provider call). Refusals are reported once per reason.
+    """
+    limit = helix_settings.ADMIN_BULK_MAX_RUNS
+    selected = queryset.count()
+    if selected > limit:
+        modeladmin.message_user(
+            request,
+            _(
+                "%(title)s acts on at most %(limit)d generations at once; %(count)d were selected. "
+                "Nothing was done: narrow the selection with the filters or the search."
+            )
+            % {"title": TITLES[action], "limit": limit, "count": selected},
+            messages.ERROR,
+        )
+        return None
     runs = list(queryset)
     if request.POST.get("confirm") == "yes":
-        done = sum(_perform(modeladmin, request, run, action) for run in runs)
+        refused: dict[str, list[str]] = {}
+        for run in runs:
+            refusal = _perform(modeladmin, request, run, action)
+            if refusal is not None:
+                refused.setdefault(refusal.message, []).append(run.pk)
+        _report_refusals(modeladmin, request, action, refused)
+        done = len(runs) - sum(len(run_ids) for run_ids in refused.values())
         modeladmin.message_user(
             request, _("%(title)s done for %(count)d generation(s).") % {"title": TITLES[action], "count": done}
         )
