@@ -8,6 +8,7 @@ it into SSE frames through a :class:`~helix_django.transport.replay.ResponseFilt
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any, NamedTuple
@@ -18,6 +19,7 @@ from helix_django.models import Run, RunStatus
 from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.frames import is_paused_by_its_run, reader_after_fence, recovering_drop
+from helix_django.transport.plan_reads import Reread, is_visible, scan_run
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
 from helix_django.transport.sse import DONE as DONE_FRAME
 from helix_django.transport.sse import error_frame, frame
@@ -40,12 +42,16 @@ class ResponsePlan:
     """The run served; decides the terminal when the stream has none."""
     is_empty: bool = False
     """An empty ``200`` stream (a partial client-tool batch was stored; the run waits)."""
+    reread: Reread | None = None
+    """The replay's chunks after ``backlog``, read again while they are sent (:mod:`.plan_reads`)."""
+    rest_is_visible: bool = False
+    """Whether a chunk of ``reread`` is one a client would see."""
 
     @property
     def has_visible_backlog(self) -> bool:
-        """Whether the backlog holds a chunk a client would see: not only internal ones, or a run end
-        the client is told (``abort`` of a cancelled run, the error of a failed one)."""
-        return any(_is_visible(chunk) for _seq, chunk in self.backlog)
+        """Whether the backlog (or the replay after it) holds a chunk a client would see
+        (:func:`~helix_django.transport.plan_reads.is_visible`)."""
+        return any(is_visible(chunk) for _seq, chunk in self.backlog) or self.rest_is_visible
 
     async def close(self) -> None:
         """Release the live reader of a plan that will not be sent (its kept waiter included)."""
@@ -56,13 +62,6 @@ class ResponsePlan:
     def nothing(cls) -> ResponsePlan:
         """Return the ``204`` plan."""
         return cls(status=204)
-
-
-def _is_visible(chunk: dict[str, Any]) -> bool:
-    kind = chunk.get("type", "")
-    if kind == "helix-run-end":
-        return chunk.get("status") not in ("completed", "suspended")
-    return not kind.startswith("helix-")
 
 
 async def read_plan(
@@ -83,53 +82,73 @@ async def read_plan(
     continues after the last chunk read. Raises StreamConnectionError when the stream
     cannot be read.
     """
-    after = min(run.start_sequence, from_sequence)
-    if live is None and not follow:  # nothing follows: read to the end
-        chunks = await manager.read_all(stream_id, after=after)
-    else:
-        chunks, info = await manager.read_backlog(stream_id, after=after)
-        live = info if follow else live
-    return plan_from_chunks(
+    return await plan_from_chunks(
         manager,
         stream_id,
-        chunks,
+        None,
         run=run,
         from_sequence=from_sequence,
         response_filter=response_filter,
         live=live,
+        follow=follow,
         prefix=prefix,
     )
 
 
-def plan_from_chunks(
+async def plan_from_chunks(
     manager: BaseStreamManager,
     stream_id: str,
-    chunks: list[StoredChunk],
+    first_page: tuple[list[StoredChunk], StreamInfo | None] | None,
     *,
     run: Run,
     from_sequence: int,
     response_filter: ResponseFilter,
     live: StreamInfo | None,
+    follow: bool = False,
     prefix: list[dict[str, Any]] | None = None,
     subscribed: Any = None,
 ) -> ResponsePlan:
-    """Plan from the run's chunks already read (every one after ``min(run.start_sequence, from_sequence)``).
+    """Plan from the run's chunks after ``min(run.start_sequence, from_sequence)``, read a page at a time.
 
-    With ``live`` (the info read with ``chunks``), a reader continues after the last of
-    them; ``subscribed``, a waiter subscribed before that read, is handed to it
+    ``first_page``: the first page of them already read, with its info (None: read here).
+    With ``live`` (the stream's info, claimed by the run) or ``follow``, a reader continues
+    after the last chunk read, with the info of the last page; ``subscribed``, a waiter
+    subscribed before the first read, is handed to it
     (:class:`~helix_django.streams.reader.ResumableReader`), so its first wait reads nothing.
+    The plan keeps at most ``HELD_CHUNKS`` chunks to send (:func:`~.plan_reads.scan_run`).
     """
-    response_filter.prescan(chunks)
-    backlog = [(seq, chunk) for seq, chunk in chunks if seq > from_sequence]
+    following = live is not None or follow
+    try:
+        scanned = await scan_run(
+            manager,
+            stream_id,
+            after=min(run.start_sequence, from_sequence),
+            from_sequence=from_sequence,
+            response_filter=response_filter,
+            stop_at_head=following,
+            first_page=first_page,
+        )
+    except BaseException:
+        if subscribed is not None:
+            subscribed.cancel()
+        raise
     reader = None
-    if live is not None:
-        last = max(from_sequence, chunks[-1][0] if chunks else from_sequence)
+    if following:
+        info = scanned.info if scanned.info is not None else live
         reader = ResumableReader(
-            manager, stream_id, from_sequence=last, wait_for_live=False, info=live, subscribed=subscribed
+            manager, stream_id, from_sequence=scanned.last, wait_for_live=False, info=info, subscribed=subscribed
         )
     elif subscribed is not None:
         subscribed.cancel()
-    return ResponsePlan(prefix=list(prefix or []), backlog=backlog, reader=reader, filter=response_filter, run=run)
+    return ResponsePlan(
+        prefix=list(prefix or []),
+        backlog=scanned.kept,
+        reader=reader,
+        filter=response_filter,
+        run=run,
+        reread=scanned.reread,
+        rest_is_visible=scanned.reread is not None and scanned.has_visible,
+    )
 
 
 def _chunk_frames(response_filter: ResponseFilter, sequence: int, chunk: dict[str, Any]) -> list[bytes]:
@@ -186,6 +205,7 @@ async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -
     body = _Body([frame(chunk) for chunk in plan.prefix])
     # Sent once: an open response keeps none of its replayed chunks, nor the run's row (issue 23, idle memory).
     backlog, plan.prefix, plan.backlog = plan.backlog, [], []
+    reread, plan.reread = plan.reread, None
     ending, plan.run = _RunEnding.of(plan.run), None
     reader = plan.reader
     del plan  # nor the plan itself: the frames keep what they send
@@ -193,14 +213,15 @@ async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -
     stored: StoredChunk | None = None
     opened = not first_part_at_once
     try:
-        for stored in backlog:
-            body.add(_chunk_frames(response_filter, *stored))
-            if response_filter.terminal:
-                break
-            if body.is_full:
-                opened = True
-                yield body.take()
-        backlog = []
+        async with contextlib.aclosing(_replayed(backlog, reread)) as replayed:
+            del backlog, reread
+            async for stored in replayed:
+                body.add(_chunk_frames(response_filter, *stored))
+                if response_filter.terminal:
+                    break
+                if body.is_full:
+                    opened = True
+                    yield body.take()
         while reader is not None and not response_filter.terminal:
             stored = None  # parked on the reader, the response holds no chunk
             if (body or not opened) and not reader.ready:
@@ -233,6 +254,16 @@ async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -
     body.add(_terminal_frames(ending, response_filter, reader.last_info if reader is not None else None, reader))
     if body:
         yield body.take()
+
+
+async def _replayed(backlog: list[StoredChunk], reread: Reread | None) -> AsyncIterator[StoredChunk]:
+    """The replayed chunks: the plan's backlog (at most ``HELD_CHUNKS``), then its reread a page at a time."""
+    for stored in backlog:
+        yield stored
+    if reread is not None:
+        async for page in reread.pages():
+            for stored in page:
+                yield stored
 
 
 def _terminal_frames(

@@ -43,6 +43,7 @@ from helix_django.streams.base import ACTIVE, ENDED, FAILED, PAUSED, BaseStreamM
 from helix_django.transport.chat_request import ChatRequest
 from helix_django.transport.frames import check_cursor, recovering_drop
 from helix_django.transport.plan import ResponsePlan, plan_from_chunks, read_plan
+from helix_django.transport.plan_reads import PAGE_CHUNKS
 from helix_django.transport.prefix import prefix_chunks
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
 from helix_django.transport.resume_reads import ResumeState, read_resume_state
@@ -83,7 +84,7 @@ class LiveRead:
     info: StreamInfo
     """The stream's info, claimed by the run (read atomically with ``chunks``)."""
     chunks: list[StoredChunk]
-    """Every chunk after the read's ``after`` up to ``info``'s head."""
+    """The first page of chunks after the read's ``after`` (at most ``PAGE_CHUNKS``; the plan reads on)."""
     waiter: Any
     """Subscribed before the read: the response's reader keeps it (or cancel it)."""
 
@@ -91,8 +92,9 @@ class LiveRead:
 async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run, *, after: int) -> LiveRead | None:
     """Wait until ``run`` holds the stream's claim; return the stream read after ``after``, or None if the run ended.
 
-    One read serves the liveness check and the backlog: the stream's chunks after ``after``
-    and its info come back together (``read_backlog``). Event-driven: parks on the
+    One read serves the liveness check and the backlog's first page: the stream's chunks
+    after ``after`` and its info come back together (``read_after``; the plan reads the
+    rest a page at a time, :mod:`.plan_reads`). Event-driven: parks on the
     manager's wake-ups; the only timer is ``LIVE_WAIT_TIMEOUT_MS``, after which
     StreamDropError (``cause: run_not_live``, 503, ``Retry-After: 1``) is raised.
     Releasing a waiter twice (the wait's own release, then the ``finally``) is harmless:
@@ -104,7 +106,7 @@ async def wait_until_live(manager: BaseStreamManager, stream_id: str, run: Run, 
         waiter = manager.subscribe(stream_id)
         handed = False
         try:
-            chunks, info = await manager.read_backlog(stream_id, after=after)
+            chunks, info = await manager.read_after(stream_id, after, limit=PAGE_CHUNKS)
             if info is not None and info.run_id == run.id:
                 handed = True
                 return LiveRead(info=info, chunks=chunks, waiter=waiter)
@@ -182,10 +184,10 @@ async def plan_prefix(state: ResumeState, message_id: str) -> ResponsePlan:
         return await read_plan(
             manager, session.stream_id, run=run, from_sequence=tail_from, response_filter=response_filter, prefix=prefix
         )
-    return plan_from_chunks(
+    return await plan_from_chunks(
         manager,
         session.stream_id,
-        live.chunks,
+        (live.chunks, live.info),
         run=run,
         from_sequence=tail_from,
         response_filter=response_filter,
@@ -233,10 +235,10 @@ async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0)
             live.waiter.cancel()
             raise
         cursor = run.start_sequence if request.cursor is None else max(request.cursor, run.start_sequence)
-        plan = plan_from_chunks(
+        plan = await plan_from_chunks(
             manager,
             stream_id,
-            live.chunks,
+            (live.chunks, live.info),
             run=run,
             from_sequence=cursor,
             live=live.info,
