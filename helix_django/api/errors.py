@@ -32,7 +32,7 @@ from helix_django.errors import (
     NotAuthenticatedError,
     PermissionDeniedError,
     RateLimitedError,
-    SessionNotFoundError,
+    RouteNotFoundError,
     UnsupportedMediaTypeError,
     ValidationError,
 )
@@ -53,8 +53,8 @@ def to_helix_error(exc: BaseException, request: Any = None) -> HelixError:
         return exc
     if isinstance(exc, RequestDataTooBig):  # Django's own guard, if something read the body before helix did
         return _data_too_big(request)
-    if isinstance(exc, Http404 | exceptions.NotFound):
-        return SessionNotFoundError()
+    if isinstance(exc, Http404 | exceptions.NotFound):  # a missing session is raised as SessionNotFoundError
+        return RouteNotFoundError()
     if isinstance(exc, exceptions.NotAuthenticated):
         return NotAuthenticatedError()
     if isinstance(exc, exceptions.AuthenticationFailed):
