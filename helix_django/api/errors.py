@@ -21,6 +21,7 @@ from django.http import Http404
 from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 
 from helix_django.api import policy
 from helix_django.errors import (
@@ -41,9 +42,15 @@ from helix_django.limits import request_too_large
 logger = logging.getLogger(__name__)
 
 
+#: The name ``fields`` gives a refusal of the body as a whole (DRF's default key, whatever the host's).
+NON_FIELD_ERRORS = "non_field_errors"
+
+
 def _fields(detail: Any) -> list[str]:
+    """The top-level fields a DRF ``ValidationError`` names, the host's ``NON_FIELD_ERRORS_KEY`` as helix's own."""
     if isinstance(detail, dict):
-        return sorted(str(key) for key in detail)[:20]
+        host_key = api_settings.NON_FIELD_ERRORS_KEY
+        return sorted(NON_FIELD_ERRORS if key == host_key else str(key) for key in detail)[:20]
     return []
 
 
