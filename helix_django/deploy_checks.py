@@ -2,7 +2,8 @@
 
 Check ids (listed in docs/checks.md):
 
-- ``helix_django.W030``: ``ASGI_APPLICATION`` is unset (a WSGI-only deployment) or its
+- ``helix_django.W030``: ``ASGI_APPLICATION`` is unset (a WSGI-only deployment; the hint
+  names ``"daphne"`` first in ``INSTALLED_APPS``, so ``runserver`` serves ASGI) or its
   application does not route the chat route to helix's consumers, or routes it under
   another prefix than the URLconf mounts ``helix_django.urls`` at; the chat and stream
   routes then answer 501 ``transport_route_not_wired``.
@@ -87,8 +88,16 @@ def check_asgi_wiring(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         "helix_django.transport.routing.get_asgi_application() (README, 'Install')."
     )
     if not path:
-        message = "ASGI_APPLICATION is not set: the chat and stream routes cannot stream."
-        return [Warning(message, hint=hint, id="helix_django.W030")]
+        message = (
+            "ASGI_APPLICATION is not set: `manage.py runserver` serves WSGI and the chat and stream routes "
+            "cannot stream."
+        )
+        unset_hint = (
+            "Add 'daphne' to INSTALLED_APPS, first (runserver then serves ASGI), and set ASGI_APPLICATION to "
+            "an application built by helix_django.transport.routing.get_asgi_application(), e.g. "
+            "'mysite.asgi.application' (README, 'Install')."
+        )
+        return [Warning(message, hint=unset_hint, id="helix_django.W030")]
     try:
         app = import_string(path)
     except ImportError:

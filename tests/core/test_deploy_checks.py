@@ -24,7 +24,6 @@ def test_the_suites_asgi_application_serves_the_chat_route():
 @pytest.mark.parametrize(
     ("asgi_application", "message"),
     [
-        (None, "ASGI_APPLICATION is not set: the chat and stream routes cannot stream."),
         (
             "tests.transport.ping_app.application",
             "ASGI_APPLICATION 'tests.transport.ping_app.application' does not route helix's chat route.",
@@ -35,6 +34,22 @@ def test_the_suites_asgi_application_serves_the_chat_route():
 def test_a_wsgi_only_or_unwired_site_is_warned(asgi_application, message):
     with override_settings(ASGI_APPLICATION=asgi_application):
         assert check_asgi_wiring() == [Warning(message, hint=HINT, id="helix_django.W030")]
+
+
+@pytest.mark.parametrize("asgi_application", [None, ""])
+def test_an_unset_asgi_application_is_warned_with_daphne_first_in_installed_apps(asgi_application):
+    """Found by a new user: `runserver` served WSGI, every chat request a 501."""
+    with override_settings(ASGI_APPLICATION=asgi_application):
+        assert check_asgi_wiring() == [
+            Warning(
+                "ASGI_APPLICATION is not set: `manage.py runserver` serves WSGI and the chat and stream routes "
+                "cannot stream.",
+                hint="Add 'daphne' to INSTALLED_APPS, first (runserver then serves ASGI), and set ASGI_APPLICATION "
+                "to an application built by helix_django.transport.routing.get_asgi_application(), e.g. "
+                "'mysite.asgi.application' (README, 'Install').",
+                id="helix_django.W030",
+            )
+        ]
 
 
 async def _django_app(scope, receive, send):  # never called: the routes are only inspected
