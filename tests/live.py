@@ -29,7 +29,8 @@ do not; the access log is off because daphne's is off by default). ``server=None
 - ``DJANGO_SETTINGS_MODULE`` = ``settings_module`` (default ``tests.settings``);
 - ``HELIX_SQLITE_PATH`` = the live test database file (``connection.settings_dict["NAME"]``),
   or, on PostgreSQL, ``HELIX_TEST_DATABASE_URL`` rewritten to the test database's name;
-- ``HELIX_TEST_OVERRIDES`` = JSON of ``helix`` (merged over ``HELIX`` by ``tests/settings.py``);
+- ``HELIX_TEST_OVERRIDES`` = JSON of ``helix`` over the run's own ``HELIX_TEST_OVERRIDES`` (merged over
+  ``HELIX`` by ``tests/settings.py``), so a run switched to another stream manager keeps it in its servers;
 - ``PYTHONPATH`` = the repository root, plus every key of ``env``.
 
 ``start()`` returns once the server answers an HTTP request (any status), or raises
@@ -180,7 +181,9 @@ class LiveServer:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
         env["PYTHONUNBUFFERED"] = "1"
         if self.helix:
-            env["HELIX_TEST_OVERRIDES"] = json.dumps(self.helix)
+            # Over the run's own overrides (a whole run switched to another stream manager keeps it).
+            inherited = json.loads(env.get("HELIX_TEST_OVERRIDES") or "{}")
+            env["HELIX_TEST_OVERRIDES"] = json.dumps({**inherited, **self.helix})
         env.update(self.env)
         return env
 

@@ -89,12 +89,13 @@ def _race_one(server: Any, headers: dict[str, str], rng: random.Random, figures:
 
 def race_finishes(count: int, figures: Any, rng: random.Random) -> None:
     """Run ``count`` races on one live server; add their figures to ``figures``."""
+    from django.conf import settings
     from django.test import override_settings
 
     from tests.live import LiveServer
     from tests.recovery.live_chat import user_token
 
     headers = user_token()
-    with override_settings(HELIX=_helix()), LiveServer(helix=_helix()) as server:
+    with override_settings(HELIX={**settings.HELIX, **_helix()}), LiveServer(helix=_helix()) as server:
         for _ in range(count):
             _race_one(server, headers, rng, figures)

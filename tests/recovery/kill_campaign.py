@@ -253,6 +253,7 @@ def campaign(*, runs: int, races: int, tracker: Path, seed: int = 17, log: Any =
     The database must be visible to server processes (a file, committed): the pytest
     wrapper uses the live test database, :func:`main` a fresh file.
     """
+    from django.conf import settings
     from django.test import override_settings
 
     from tests.live import LiveServer
@@ -265,7 +266,8 @@ def campaign(*, runs: int, races: int, tracker: Path, seed: int = 17, log: Any =
     server = LiveServer(helix=helix_for(0), env=env)
     cycle = 0
     try:
-        with override_settings(HELIX=helix_for(0)):
+        # Over the run's own HELIX (tests/settings.py), as the server's overrides are (tests/live.py).
+        with override_settings(HELIX={**settings.HELIX, **helix_for(0)}):
             while figures.killed < runs:
                 run_cycle(server, cycle, min(KILLED_PER_CYCLE, runs - figures.killed), figures, rng)
                 cycle += 1
