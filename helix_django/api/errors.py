@@ -1,6 +1,6 @@
 """Render every error of the DRF endpoints as the one flat typed body (STYLE, "Errors"; 002, "Wire errors").
 
-:func:`helix_exception_handler` is installed by :class:`helix_django.api.views.HelixAPIView`
+:func:`helix_exception_handler` is installed by :class:`TypedRefusals` (every helix ``APIView``)
 through ``get_exception_handler()``, so the host's ``REST_FRAMEWORK`` stays untouched.
 A ``HelixError`` keeps its status and ``to_body()``; DRF's own exceptions map to typed
 equivalents, Django's ``RequestDataTooBig`` to the 413 ``validation_payload_too_large`` of
@@ -115,3 +115,24 @@ def helix_exception_handler(exc: BaseException, context: dict[str, Any]) -> Resp
         if challenge:
             headers["WWW-Authenticate"] = challenge
     return Response(error.to_body(), status=error.status, headers=headers)
+
+
+class TypedRefusals:
+    """Mixin of every helix ``APIView``: its refusals are the typed bodies of :func:`helix_exception_handler`.
+
+    A ``?format=`` no renderer of the view has is 406 ``validation_not_acceptable``
+    (``cause: "format"``): DRF raises ``Http404`` for it (the format is a URL suffix
+    there), which read as a missing route or session. An ``Accept`` no renderer matches
+    stays DRF's 406 (no ``cause``). The host's ``REST_FRAMEWORK`` is left alone.
+    """
+
+    def perform_content_negotiation(self, request: Any, force: bool = False) -> Any:  # noqa: FBT001, FBT002
+        """Return DRF's ``(renderer, media type)``; raise NotAcceptableError (406) for an unserved ``?format=``."""
+        try:
+            return super().perform_content_negotiation(request, force=force)  # type: ignore[misc]
+        except Http404:
+            raise NotAcceptableError(gettext_lazy("Format not served"), cause="format") from None
+
+    def get_exception_handler(self) -> Any:
+        """Return :func:`helix_exception_handler`."""
+        return helix_exception_handler

@@ -4,9 +4,11 @@ from typing import Any
 
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.renderers import JSONRenderer
 
 from helix_django import __version__
 from helix_django.api import policy, recovery, streaming_routes, views
+from helix_django.api.errors import TypedRefusals
 
 endpoint_patterns = [
     # Served by the ASGI consumers of helix_django.transport.routing; these Django views only
@@ -39,8 +41,12 @@ endpoint_patterns = [
 ]
 
 
-class HelixSchemaView(SpectacularAPIView):
-    """The OpenAPI schema of the helix endpoints only, with paths under the prefix the site mounted them at."""
+class HelixSchemaView(TypedRefusals, SpectacularAPIView):
+    """The OpenAPI schema of the helix endpoints only, with paths under the prefix the site mounted them at.
+
+    Served as YAML (``?format=json`` or an OpenAPI JSON ``Accept``: JSON); its refusals
+    (an unserved format, a bad credential, a throttle) are typed JSON as every helix endpoint's.
+    """
 
     custom_settings = {
         "TITLE": "helix_django",
@@ -59,6 +65,12 @@ class HelixSchemaView(SpectacularAPIView):
     def get_throttles(self) -> list[Any]:
         """Return helix's throttles as read now (APIView's class attribute froze the DRF settings of its import)."""
         return policy.throttles()
+
+    def handle_exception(self, exc: Exception) -> Any:
+        """Return the typed refusal of ``exc``, rendered as JSON (never by the schema's YAML renderer)."""
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
+        return response
 
     def _get_schema_response(self, request: Any) -> Any:
         prefix = request.path[: -len("schema/")].lstrip("/")

@@ -15,7 +15,6 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 from django.db.models import QuerySet
-from django.http import Http404
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -28,7 +27,7 @@ from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from helix_django.api import policy
-from helix_django.api.errors import helix_exception_handler
+from helix_django.api.errors import TypedRefusals
 from helix_django.api.ownership import (
     Owner,
     enforce_anonymous_csrf,
@@ -48,7 +47,6 @@ from helix_django.api.serializers import (
 from helix_django.errors import (
     AlreadyRunningError,
     HelixError,
-    NotAcceptableError,
     RouteNotFoundError,
     RunNotFoundError,
     SessionNotFoundError,
@@ -103,7 +101,7 @@ class HelixJSONParser(JSONParser):
         return load_json(stream.read() if stream is not None else b"", known_fields=BODY_FIELDS)
 
 
-class HelixAPIView(APIView):
+class HelixAPIView(TypedRefusals, APIView):
     """Base of every helix endpoint (see the module docstring)."""
 
     throttle_scope = policy.API_SCOPE
@@ -149,21 +147,6 @@ class HelixAPIView(APIView):
     def get_renderers(self) -> list[Any]:
         """Return the host's renderers as read now (APIView's class attribute froze the DRF settings of its import)."""
         return [renderer() for renderer in api_settings.DEFAULT_RENDERER_CLASSES]
-
-    def perform_content_negotiation(self, request: Request, force: bool = False) -> Any:  # noqa: FBT001, FBT002
-        """Return DRF's ``(renderer, media type)``; a ``?format=`` no renderer has is 406 ``cause: "format"``.
-
-        DRF raises ``Http404`` for it (the format is a URL suffix there), which read as a
-        missing session. An ``Accept`` no renderer matches stays DRF's 406 (no ``cause``).
-        """
-        try:
-            return super().perform_content_negotiation(request, force=force)
-        except Http404:
-            raise NotAcceptableError(gettext_lazy("Format not served"), cause="format") from None
-
-    def get_exception_handler(self) -> Any:
-        """Return the helix exception handler (the host's REST_FRAMEWORK is left alone)."""
-        return helix_exception_handler
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         """Bound the body, authenticate, then enforce CSRF for anonymous cookie owners on unsafe methods.
