@@ -52,3 +52,19 @@ async def call(method: str, path: str, headers, body: bytes = b""):
     communicator = HttpCommunicator(application, method, path, body=body, headers=list(headers))
     response = await communicator.get_response(timeout=20)
     return response["status"], dict(response["headers"]), response["body"]
+
+
+def content_type(headers) -> bytes:
+    """The ``content-type`` of a response's headers dict (any case)."""
+    return {name.lower(): value for name, value in headers.items()}[b"content-type"]
+
+
+def assert_not_acceptable(status, headers, body):
+    """Assert a typed 406 ``validation_not_acceptable`` (``cause: "format"``) in JSON."""
+    assert (status, content_type(headers)) == (406, b"application/json"), body
+    assert json.loads(body) == {
+        "error": "Format not served",
+        "code": "validation_not_acceptable",
+        "retryable": False,
+        "cause": "format",
+    }

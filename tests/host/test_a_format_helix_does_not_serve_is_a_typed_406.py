@@ -16,7 +16,7 @@ from rest_framework.settings import api_settings
 
 from helix_django import store
 from helix_django.models import Run
-from tests.host.conftest import HOST, call
+from tests.host.conftest import HOST, assert_not_acceptable, call, content_type
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,20 +30,6 @@ def make_session(user) -> str:
 def views(sid: str) -> list[str]:
     base = "/helix/api/sessions/"
     return [base, f"{base}{sid}/", f"{base}{sid}/snapshot", f"{base}{sid}/runs/"]
-
-
-def content_type(headers) -> bytes:
-    return {name.lower(): value for name, value in headers.items()}[b"content-type"]
-
-
-def assert_not_acceptable(status, headers, body):
-    assert (status, content_type(headers)) == (406, b"application/json"), body
-    assert json.loads(body) == {
-        "error": "Format not served",
-        "code": "validation_not_acceptable",
-        "retryable": False,
-        "cause": "format",
-    }
 
 
 async def test_a_format_no_host_renderer_has_is_a_typed_406_on_every_view(jwt_user):
