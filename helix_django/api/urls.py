@@ -62,6 +62,14 @@ class HelixSchemaView(TypedRefusals, SpectacularAPIView):
     versioning_class = None  # helix's URLs are the same under any host versioning scheme
     throttle_scope = policy.API_SCOPE
 
+    def get_authenticators(self) -> list[Any]:
+        """Return the authenticators of every helix route (:func:`helix_django.api.policy.authenticators`).
+
+        Its permission stays drf-spectacular's ``SERVE_PERMISSIONS`` (public by default); a
+        credential it is sent is checked as on the chat route: an invalid one is a typed 401.
+        """
+        return policy.authenticators()
+
     def get_throttles(self) -> list[Any]:
         """Return helix's throttles as read now (APIView's class attribute froze the DRF settings of its import)."""
         return policy.throttles()

@@ -73,3 +73,14 @@ def test_the_snapshot_response_has_its_body_schema(schema):
     ref = ok["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     fields = set(schema["components"]["schemas"][ref]["properties"])
     assert {"sessionId", "messages", "streamSequence", "status", "state"} <= fields
+
+
+def test_the_schema_view_authenticates_as_every_helix_route():
+    """An invalid token is refused on the schema view as on the chat route (helix's policy, not the host's defaults)."""
+    client = APIClient()
+    bad = {"HTTP_AUTHORIZATION": "Token not-a-token"}
+    assert client.get("/helix/api/sessions/", **bad).json()["code"] == "auth_failed"
+    response = client.get("/helix/api/schema/", **bad)
+    assert (response.status_code, response["Content-Type"]) == (401, "application/json"), response.content[:200]
+    assert response.json()["code"] == "auth_failed"
+    assert client.get("/helix/api/schema/").status_code == 200  # no credential: the schema is public
