@@ -20,6 +20,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
@@ -124,6 +125,10 @@ class TypedRefusals:
     (``cause: "format"``): DRF raises ``Http404`` for it (the format is a URL suffix
     there), which read as a missing route or session. An ``Accept`` no renderer matches
     stays DRF's 406 (no ``cause``). The host's ``REST_FRAMEWORK`` is left alone.
+
+    A refusal is rendered as JSON whatever renderer the request negotiated: a success may
+    be the host's browsable API (``Accept: text/html``, ``?format=api``), a refusal is never
+    its HTML page (nor the schema view's YAML).
     """
 
     def perform_content_negotiation(self, request: Any, force: bool = False) -> Any:  # noqa: FBT001, FBT002
@@ -132,6 +137,15 @@ class TypedRefusals:
             return super().perform_content_negotiation(request, force=force)  # type: ignore[misc]
         except Http404:
             raise NotAcceptableError(gettext_lazy("Format not served"), cause="format") from None
+
+    def handle_exception(self, exc: Exception) -> Any:
+        """Return the typed refusal of ``exc``, rendered by DRF's ``JSONRenderer`` (never the negotiated one)."""
+        response = super().handle_exception(exc)  # type: ignore[misc]
+        self.request.accepted_renderer, self.request.accepted_media_type = (  # type: ignore[attr-defined]
+            JSONRenderer(),
+            "application/json",
+        )
+        return response
 
     def get_exception_handler(self) -> Any:
         """Return :func:`helix_exception_handler`."""

@@ -4,7 +4,6 @@ from typing import Any
 
 from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.renderers import JSONRenderer
 
 from helix_django import __version__
 from helix_django.api import policy, recovery, streaming_routes, views
@@ -73,12 +72,6 @@ class HelixSchemaView(TypedRefusals, SpectacularAPIView):
     def get_throttles(self) -> list[Any]:
         """Return helix's throttles as read now (APIView's class attribute froze the DRF settings of its import)."""
         return policy.throttles()
-
-    def handle_exception(self, exc: Exception) -> Any:
-        """Return the typed refusal of ``exc``, rendered as JSON (never by the schema's YAML renderer)."""
-        response = super().handle_exception(exc)
-        self.request.accepted_renderer, self.request.accepted_media_type = JSONRenderer(), "application/json"
-        return response
 
     def _get_schema_response(self, request: Any) -> Any:
         prefix = request.path[: -len("schema/")].lstrip("/")
