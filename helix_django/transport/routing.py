@@ -164,20 +164,23 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     """Return a ``ProtocolTypeRouter``: helix HTTP routes + Django over HTTP, the helix WebSocket.
 
     ``django_app`` defaults to ``django.core.asgi.get_asgi_application()``. Under daphne,
-    Twisted's own form parsing is turned off (:mod:`helix_django.transport.daphne_forms`)
-    and ASGI ``send`` waits while a client does not read
-    (:mod:`helix_django.transport.daphne_backpressure`); under another server (uvicorn)
-    nothing of daphne is imported.
+    Twisted's own form parsing is turned off (:mod:`helix_django.transport.daphne_forms`),
+    ASGI ``send`` waits while a client does not read
+    (:mod:`helix_django.transport.daphne_backpressure`), and no body bytes follow the headers
+    of a ``HEAD`` or a 204/304 (:mod:`helix_django.transport.daphne_head`); under another
+    server (uvicorn) nothing of daphne is imported.
     """
     from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
 
     from helix_django.transport.daphne_backpressure import apply_send_backpressure
     from helix_django.transport.daphne_forms import disable_twisted_form_parsing
+    from helix_django.transport.daphne_head import drop_bodies_http_forbids
     from helix_django.transport.websocket import UnknownPathConsumer
 
     disable_twisted_form_parsing()
     apply_send_backpressure()
+    drop_bodies_http_forbids()
 
     if django_app is None:
         from django.core.asgi import get_asgi_application as django_asgi_application

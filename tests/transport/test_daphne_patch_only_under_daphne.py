@@ -23,6 +23,7 @@ report = {{"twisted_loaded": "twisted" in sys.modules, "daphne_loaded": "daphne.
 if report["daphne_loaded"]:
     from daphne.http_protocol import WebRequest
     report["patched"] = getattr(WebRequest, "helix_skips_form_parsing", False)
+    report["drops_head_bodies"] = getattr(WebRequest, "helix_drops_forbidden_bodies", False)
 print(json.dumps(report))
 """
 
@@ -46,4 +47,9 @@ def test_a_process_that_does_not_run_daphne_loads_no_twisted(tmp_path):
 
 
 def test_a_daphne_process_gets_the_patch(tmp_path):
-    assert probe("import daphne.server", tmp_path) == {"twisted_loaded": True, "daphne_loaded": True, "patched": True}
+    assert probe("import daphne.server", tmp_path) == {
+        "twisted_loaded": True,
+        "daphne_loaded": True,
+        "patched": True,
+        "drops_head_bodies": True,
+    }

@@ -1,0 +1,55 @@
+"""Keep daphne from writing body bytes HTTP forbids: after a ``HEAD``'s headers, or a 204's or 304's.
+
+Daphne writes each ASGI ``http.response.body`` message with
+``twisted.web.http.Request.write(self, body)``, the class's method. Twisted's own guard for
+a response without a body replaces the *instance's* ``write`` with a no-op once the headers
+are out, so it drops only the first body message; every later one is written to the
+socket. Django sends a body in 64 KiB messages, so a ``HEAD`` of a 200 KB snapshot got its
+headers and then the last 136 KB of the conversation, which the client, or a proxy's pooled
+upstream connection, reads as the start of the next response on that connection. Here
+daphne's request empties the body of every such message; ``more_body`` is kept, so the
+response still ends when the application ends it.
+
+Like :mod:`.daphne_forms`, applied only in a process that runs daphne (``daphne.server``
+imported), to every ASGI application daphne serves there, the host's own views included.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any
+
+#: Statuses whose responses carry no body (RFC 9110: 1xx, 204, 304), as Twisted's ``NO_BODY_CODES``.
+NO_BODY_STATUSES = frozenset({204, 304})
+
+
+def _carries_no_body(request: Any) -> bool:
+    return request.method == b"HEAD" or request.code in NO_BODY_STATUSES or 100 <= request.code < 200
+
+
+def drop_bodies_http_forbids() -> bool:
+    """Make daphne write no body bytes for a ``HEAD`` or a 1xx/204/304; return whether daphne is patched.
+
+    Idempotent. Returns False, importing nothing, where this process does not run daphne
+    (``daphne.server`` not imported) or daphne is absent.
+    """
+    if "daphne.server" not in sys.modules:
+        return False
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:
+        return False
+    if getattr(WebRequest, "helix_drops_forbidden_bodies", False):
+        return True
+    original = WebRequest.handle_reply
+
+    @functools.wraps(original)
+    def handle_reply(self: Any, message: dict[str, Any]) -> Any:
+        if message.get("type") == "http.response.body" and message.get("body") and _carries_no_body(self):
+            message = {**message, "body": b""}
+        return original(self, message)
+
+    WebRequest.handle_reply = handle_reply
+    WebRequest.helix_drops_forbidden_bodies = True
+    return True
