@@ -74,7 +74,9 @@ class HelixSchemaView(TypedRefusals, SpectacularAPIView):
         return policy.throttles()
 
     def _get_schema_response(self, request: Any) -> Any:
-        prefix = request.path[: -len("schema/")].lstrip("/")
+        # the mount point: the path up to "schema/" or "schema" (served at both)
+        trimmed = request.path.rstrip("/")
+        prefix = trimmed[: trimmed.rindex("/") + 1].lstrip("/")
         self.patterns = [path(prefix, include(endpoint_patterns))]
         return super()._get_schema_response(request)
 
@@ -85,6 +87,8 @@ urlpatterns = [
     # The session list without its slash: with the host's APPEND_SLASH a POST there was Django's HTML 500
     # (it cannot redirect a POST), a GET an HTML 301. Outside the schema.
     path("sessions", views.SessionListView.as_view(), name="session-list-unslashed"),
+    # The schema without its slash, for the same reason (a POST there was Django's HTML 500 under DEBUG).
+    path("schema", HelixSchemaView.as_view(), name="schema-unslashed"),
     # The AI SDK's default send and reconnect shape (transport/aisdk.py), outside the schema: 501 where
     # the ASGI routing is missing, as the chat route's stand-in answers.
     path("chat", streaming_routes.NotWiredView.as_view(), name="aisdk-chat"),
