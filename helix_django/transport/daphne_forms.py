@@ -22,27 +22,38 @@ import sys
 from typing import Any
 
 
+def daphne_web_request() -> type | None:
+    """Return daphne's ``WebRequest`` class where this process runs daphne; None, importing nothing, elsewhere.
+
+    The class every daphne patch of helix's applies to (this module's, :mod:`.daphne_head`'s).
+    """
+    if "daphne.server" not in sys.modules:
+        return None
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:
+        return None
+    return WebRequest
+
+
 def disable_twisted_form_parsing() -> bool:
     """Make every daphne ``WebRequest`` skip Twisted's form parsing; return whether daphne is patched.
 
     Idempotent. Returns False, importing nothing, where this process does not run daphne
     (``daphne.server`` not imported) or daphne (or the Twisted attribute it relies on) is absent.
     """
-    if "daphne.server" not in sys.modules:
+    request_class = daphne_web_request()
+    if request_class is None:
         return False
-    try:
-        from daphne.http_protocol import WebRequest
-    except ImportError:
-        return False
-    if getattr(WebRequest, "helix_skips_form_parsing", False):
+    if getattr(request_class, "helix_skips_form_parsing", False):
         return True
-    original = WebRequest.__init__
+    original = request_class.__init__
 
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
         self._parsePOSTFormSubmission = False  # the flag Twisted reads before parsing a form
 
-    WebRequest.__init__ = __init__
-    WebRequest.helix_skips_form_parsing = True
+    request_class.__init__ = __init__
+    request_class.helix_skips_form_parsing = True
     return True

@@ -17,8 +17,9 @@ imported), to every ASGI application daphne serves there, the host's own views i
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any
+
+from helix_django.transport.daphne_forms import daphne_web_request
 
 #: Statuses whose responses carry no body (RFC 9110: 1xx, 204, 304), as Twisted's ``NO_BODY_CODES``.
 NO_BODY_STATUSES = frozenset({204, 304})
@@ -34,15 +35,12 @@ def drop_bodies_http_forbids() -> bool:
     Idempotent. Returns False, importing nothing, where this process does not run daphne
     (``daphne.server`` not imported) or daphne is absent.
     """
-    if "daphne.server" not in sys.modules:
+    request_class = daphne_web_request()
+    if request_class is None:
         return False
-    try:
-        from daphne.http_protocol import WebRequest
-    except ImportError:
-        return False
-    if getattr(WebRequest, "helix_drops_forbidden_bodies", False):
+    if getattr(request_class, "helix_drops_forbidden_bodies", False):
         return True
-    original = WebRequest.handle_reply
+    original = request_class.handle_reply
 
     @functools.wraps(original)
     def handle_reply(self: Any, message: dict[str, Any]) -> Any:
@@ -50,6 +48,6 @@ def drop_bodies_http_forbids() -> bool:
             message = {**message, "body": b""}
         return original(self, message)
 
-    WebRequest.handle_reply = handle_reply
-    WebRequest.helix_drops_forbidden_bodies = True
+    request_class.handle_reply = handle_reply
+    request_class.helix_drops_forbidden_bodies = True
     return True
