@@ -23,7 +23,10 @@ def test_the_sidebar_lists_the_first_page_of_a_paginated_sessions_list(browser, 
         session, _created = store.get_or_create_session(f"chat_paged_{index}", owner_id=user.pk)
         ChatSession.objects.filter(pk=session.pk).update(title=f"Paged {index}")  # the newest last
     page = sign_in(browser, site, user, password)
-    page.wait_for_function("() => document.querySelectorAll('[data-hx=sessions] li').length > 0")
+    # Until the list arrives the sidebar names the page's own new conversation ("New chat").
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-hx=sessions] li')].some((li) => li.textContent.includes('Paged'))"
+    )
     listed = page.locator("[data-hx=sessions] li").all_inner_texts()
     assert [text.strip() for text in listed] == ["Paged 4", "Paged 3", "Paged 2"]
     page.context.close()
