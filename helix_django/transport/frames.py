@@ -24,7 +24,7 @@ from typing import Any
 
 from django.utils.translation import gettext_lazy
 
-from helix_django.errors import HelixError, NotResumableError, StreamDropError
+from helix_django.errors import HelixError, NotResumableError, StreamDropError, StreamNotFoundError
 from helix_django.metrics import delivery_observer
 from helix_django.protocol import RUN_KEY, to_ui_chunk
 from helix_django.streams.base import ENDED, FAILED, PAUSED, BaseStreamManager, StreamInfo
@@ -113,6 +113,23 @@ def check_cursor(from_sequence: int, info: StreamInfo) -> None:
     """
     if from_sequence > info.head_sequence:
         raise NotResumableError(cause="cursor_ahead", headSequence=info.head_sequence)
+
+
+async def missing_stream_error(session_id: str) -> HelixError:
+    """Return the refusal of a stream read that found no stream for an owned session ``session_id``.
+
+    A session whose run is live but whose stream claim has not landed yet (the claim
+    follows the run-start commit, on the process that runs it) is 503
+    ``transport_stream_drop`` (``cause: "stream_opening"``): retryable, the client comes
+    back from its cursor. Otherwise 404 ``stream_not_found`` (002): no run ever wrote one,
+    or it was purged. One read of the session's live runs, on this rare path only.
+    """
+    from helix_django.orm import sync_to_async
+    from helix_django.store.reads import live_run_ids
+
+    if await sync_to_async(live_run_ids)(session_id):
+        return StreamDropError(cause="stream_opening")
+    return StreamNotFoundError()
 
 
 def chunk_frame(sequence: int, chunk: dict[str, Any]) -> dict[str, Any] | None:

@@ -48,7 +48,7 @@ from helix_django.orm import sync_to_async
 from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
-from helix_django.transport.frames import check_cursor, stream_frames
+from helix_django.transport.frames import check_cursor, missing_stream_error, stream_frames
 from helix_django.transport.host import handshake_language
 from helix_django.transport.sse import log_unexpected, rendering_language
 
@@ -201,6 +201,9 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             stream_id = self._session().stream_id
             info = await manager.get_info(stream_id)
             if info is None:
+                error = await missing_stream_error(self._session().pk)
+                if error.is_retryable:
+                    raise error  # its claim is in flight: come back from the cursor
                 await self.send_json({"type": "error", "error": "Stream not found", "code": "stream_not_found"})
                 return
             check_cursor(from_sequence, info)
