@@ -1,5 +1,8 @@
 """ASGI application the e2e section serves with daphne: helix's routes, plus two bare routes.
 
+(The site's own authenticated DRF endpoints, the second baseline, are Django views:
+:mod:`bench.views`.)
+
 ``/bench/ping`` reads the request body and answers 200 without Django or helix: the
 HTTP floor (daphne, loopback and the client) that the chat route's time to first byte
 is compared with, for a POST of the same body and headers.
@@ -109,7 +112,7 @@ async def bare_sse(scope, send):
 
 
 async def heap(scope, send):
-    """Answer ``{"tracedBytes": N, "open": {"bare": B, "helix": H}}``: the bytes tracemalloc traces now,
+    """Answer ``{"tracedBytes": N, "open": {"bare": B, "helix": H, "host": S}}``: the bytes tracemalloc traces now,
     after a full collection, and the requests of each kind the server is serving (the
     section checks the responses it holds are still open on the server's side).
 
@@ -134,8 +137,8 @@ async def heap(scope, send):
     await send({"type": "http.response.body", "body": body})
 
 
-OPEN_REQUESTS = {"bare": 0, "helix": 0}
-"""Requests being served, by kind: the bare SSE route, helix's routes."""
+OPEN_REQUESTS = {"bare": 0, "helix": 0, "host": 0}
+"""Requests being served, by kind: the bare SSE route, helix's routes, the site's own endpoints."""
 
 
 async def application(scope, receive, send):
@@ -150,6 +153,8 @@ async def application(scope, receive, send):
         await heap(scope, send)
         return
     kind = "bare" if scope["type"] == "http" and scope["path"] == "/bench/sse" else "helix"
+    if scope["type"] == "http" and scope["path"].startswith("/bench/authenticated/"):
+        kind = "host"  # the site's own DRF endpoints (bench.views), served by Django through helix's router
     OPEN_REQUESTS[kind] += 1
     try:
         if kind == "bare":

@@ -1,10 +1,17 @@
-"""URLs of the benchmark site: the app's routes when the transport provides them."""
+"""URLs of the benchmark site: the app's routes when the transport provides them, and the
+site's own authenticated endpoints (:mod:`bench.views`, the second baseline of issue 23)."""
 
 from django.urls import include, path
 
+from bench import views
+
+urlpatterns = [
+    path("bench/authenticated/ping", views.Ping.as_view()),
+    path("bench/authenticated/sse", views.Sse.as_view()),
+]
 try:
     import helix_django.urls  # noqa: F401
 
-    urlpatterns = [path("helix/api/", include("helix_django.urls"))]
+    urlpatterns.append(path("helix/api/", include("helix_django.urls")))
 except ImportError:  # the API part has not landed: the HTTP sections report "not available"
-    urlpatterns = []
+    pass

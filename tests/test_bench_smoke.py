@@ -58,3 +58,7 @@ def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_pa
     if sse_rows:  # through the server: the durable floor is measured beside the bare route
         floor = [r for r in sse_rows if r["baseline_name"] == "bare SSE + 1 SQLite commit/delta"]
         assert floor and floor[0]["ratio"]["median"] > 0, [r["name"] for r in sse_rows]
+    host_rows = [r for r in measured if r["baseline_name"].startswith("site's authenticated DRF")]
+    if [r for r in measured if r["section"] == "e2e"]:  # the site's own authenticated endpoint answered 200
+        assert {r["section"] for r in host_rows} >= {"e2e"}, [r["name"] for r in measured]
+        assert all(r["baseline"]["median"] > 0 and r["target"] == "" for r in host_rows), host_rows

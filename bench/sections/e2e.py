@@ -8,7 +8,10 @@ then one more message in each of those sessions (the next turn of a conversation
 body carrying the first turn as the AI SDK client's does). Baselines in the same repeat:
 the HTTP floor (a POST of the same kind of body and headers to a bare ASGI route that
 reads it, on the same server and client) for the time to first byte, the provider
-alone for throughput.
+alone for throughput. A second floor, with no target: the same POST to the site's own
+authenticated endpoint (``/bench/authenticated/ping``, :mod:`bench.views`: Django's handler,
+the site's middleware and the same token authentication, answering ``ok``), which shows how
+much of helix's time to first byte any authenticated endpoint of the site takes.
 Target: time to first byte added by persistence and transport (chat TTFB - floor)
 < 5 ms median.
 """
@@ -33,6 +36,8 @@ PINGS = 20
 TARGET_ADDED_MS = 5.0
 TARGET_ADDED_RATIO = 2.0
 """Issue 23: the time to first byte helix adds is at most twice a bare POST's."""
+HOST_PING = "/bench/authenticated/ping"
+"""The site's own authenticated endpoint (:mod:`bench.views`): the second floor, no target."""
 WARM_UP_TIMEOUT_SECONDS = 20
 
 
@@ -134,11 +139,15 @@ async def send(client, server, headers: dict[str, str], previous: Sent | None = 
     return Sent(first, seconds, frames, session_id, [*messages, answer])
 
 
-async def ping(client, server, headers: dict[str, str]) -> float:
-    """POST a new session's chat body to the bare ping (read, not handled); return ms to the first body byte."""
+async def ping(client, server, headers: dict[str, str], path: str = "/bench/ping") -> float:
+    """POST a new session's chat body to a ping route (read, not handled); return ms to the first body byte.
+
+    ``path``: the bare ping, or the site's own authenticated one (``/bench/authenticated/ping``).
+    """
     body = {"id": f"bench_e2e_{uuid.uuid4().hex[:12]}", "messages": [user_message()], "trigger": "submit-message"}
     started = time.perf_counter()
-    async with client.stream("POST", server.url("/bench/ping"), json=body, headers=headers) as response:
+    async with client.stream("POST", server.url(path), json=body, headers=headers) as response:
+        assert response.status_code == 200, response.status_code
         async for _part in response.aiter_bytes():
             break
     return (time.perf_counter() - started) * 1000
@@ -155,7 +164,7 @@ async def run(sizes: Sizes) -> list[Row]:
     options = {"TEXT": reply_text(sizes.e2e_chunks), "PACE_TPS": 0}
     headers = await sync_to_async(token_headers)()
     server = await sync_to_async(start_server)(helix_setting(options))
-    ttfb, follow_up, floor, rates, provider_rates, overheads, frames_per_delta = [], [], [], [], [], [], []
+    ttfb, follow_up, floor, host_floor, rates, provider_rates, overheads, frames_per_delta = ([] for _ in range(8))
     try:
         async with httpx.AsyncClient(timeout=WARM_UP_TIMEOUT_SECONDS) as client:
             try:
@@ -166,6 +175,8 @@ async def run(sizes: Sizes) -> list[Row]:
                 ]
             for _ in range(sizes.repeats):
                 floor.append(statistics.median([await ping(client, server, headers) for _ in range(PINGS)]))
+                host_pings = [await ping(client, server, headers, HOST_PING) for _ in range(PINGS)]
+                host_floor.append(statistics.median(host_pings))
                 sends = [await send(client, server, headers) for _ in range(SENDS)]
                 # The common case: the next message of a conversation (its session exists).
                 follow_up.append(statistics.median([(await send(client, server, headers, s)).ttfb_ms for s in sends]))
@@ -181,6 +192,7 @@ async def run(sizes: Sizes) -> list[Row]:
         server.stop()
     added = Stat.of([t - f for t, f in zip(ttfb, floor, strict=True)], "ms")
     added_ratio = paired_ratio([t - f for t, f in zip(ttfb, floor, strict=True)], floor)
+    beyond_host = [t - h for t, h in zip(ttfb, host_floor, strict=True)]
     added_follow_up = Stat.of([t - f for t, f in zip(follow_up, floor, strict=True)], "ms")
     name = f"{sizes.e2e_chunks:,}-token reply"
     return [
@@ -210,6 +222,15 @@ async def run(sizes: Sizes) -> list[Row]:
             target=f"<= {TARGET_ADDED_RATIO:g}x bare",
             holds=added_ratio.median <= TARGET_ADDED_RATIO,
             note="issue 23: what helix adds to the first byte, next to what the server and client take alone",
+        ),
+        Row(
+            NAME,
+            "chat POST: TTFB added over the site's own authenticated POST",
+            value=Stat.of(beyond_host, "ms"),
+            baseline_name="site's authenticated DRF view (POST)",
+            baseline=Stat.of(host_floor, "ms"),
+            ratio=paired_ratio(beyond_host, host_floor),
+            note="chat TTFB minus the TTFB of the site's own view with its middleware and token auth (bench/views.py)",
         ),
         Row(
             NAME,

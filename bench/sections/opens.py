@@ -12,7 +12,10 @@ collection with all of them open and idle), the bytes they keep, per response: w
 held response retains, not the resident set (which rises and falls with heap reuse: it
 swung 3-38 KiB between repeats). Baseline in the same repeat, measured the same two
 ways: as many clients opening the bare ASGI SSE route of the same server (its first
-frame at once, the next after ``QUIET_SECONDS``).
+frame at once, the next after ``QUIET_SECONDS``). A second baseline, with no target: the
+site's own authenticated SSE endpoint (``/bench/authenticated/sse``, :mod:`bench.views`:
+Django's handler, the site's middleware and the same token authentication), measured the
+same two ways, shows how much of helix's figure any authenticated endpoint of the site takes.
 Targets: CPU per open <= 3x the bare route's; idle memory per connection <= 1.5x.
 """
 
@@ -137,19 +140,21 @@ async def run(sizes: Sizes) -> list[Row]:
     headers = await sync_to_async(token_headers)()
     server = await sync_to_async(start_server)(clock_agent_settings(1000, 1 / QUIET_SECONDS))
     limits = httpx.Limits(max_connections=count + 10, max_keepalive_connections=count + 10)
-    cpu: dict[str, list[float]] = {"helix": [], "bare": []}
-    memory: dict[str, list[float]] = {"helix": [], "bare": []}
+    cpu: dict[str, list[float]] = {"helix": [], "bare": [], "host": []}
+    memory: dict[str, list[float]] = {"helix": [], "bare": [], "host": []}
     bare_url = server.url(f"/bench/sse?tokens=2&pace={1 / QUIET_SECONDS}")
+    host_url = server.url(f"/bench/authenticated/sse?tokens=2&pace={1 / QUIET_SECONDS}")
     try:
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
             session_id, live = await _live_run(client, server, headers)
             resume_url = server.url(f"/helix/api/sessions/{session_id}/chat")
+            routes = (("bare", bare_url, {}), ("host", host_url, headers), ("helix", resume_url, headers))
             try:
-                for label, url, extra in (("bare", bare_url, {}), ("helix", resume_url, headers)):  # warm-up
+                for label, url, extra in routes:  # warm-up
                     await _cpu_per_open(client, server, min(count, 20), url, extra)
                     await _kept_per_open(client, server, min(count, 20), label, url, extra)
                 for _ in range(sizes.repeats):
-                    for label, url, extra in (("bare", bare_url, {}), ("helix", resume_url, headers)):
+                    for label, url, extra in routes:
                         cpu[label].append(await _cpu_per_open(client, server, count, url, extra))
                         memory[label].append(await _kept_per_open(client, server, count, label, url, extra))
             finally:
@@ -161,21 +166,30 @@ async def run(sizes: Sizes) -> list[Row]:
     return _rows(count, cpu, memory)
 
 
-def _row(name: str, samples: dict[str, list[float]], unit: str, baseline_name: str, limit: float, note: str) -> Row:
-    """One row: helix's samples next to the bare route's, with the paired ratio and the ratio target ``limit``.
+def _row(
+    name: str,
+    samples: dict[str, list[float]],
+    unit: str,
+    baseline_name: str,
+    limit: float | None,
+    note: str,
+    baseline: str = "bare",
+) -> Row:
+    """One row: helix's samples next to the ``baseline`` route's, with the paired ratio and the ratio target ``limit``.
 
-    No ratio (and no verdict) when no repeat has a baseline above 0 (tiny sizes: no measurable growth).
+    No ratio (and no verdict) when no repeat has a baseline above 0 (tiny sizes: no measurable
+    growth); no target when ``limit`` is None (the site's own endpoint: shown, not a target).
     """
-    ratio = paired_ratio(samples["helix"], samples["bare"]) if any(samples["bare"]) else None
+    ratio = paired_ratio(samples["helix"], samples[baseline]) if any(samples[baseline]) else None
     return Row(
         NAME,
         name,
         value=Stat.of(samples["helix"], unit),
         baseline_name=baseline_name,
-        baseline=Stat.of(samples["bare"], unit),
+        baseline=Stat.of(samples[baseline], unit),
         ratio=ratio,
-        target=f"<= {limit:g}x bare",
-        holds=None if ratio is None else ratio.median <= limit,
+        target="" if limit is None else f"<= {limit:g}x bare",
+        holds=None if ratio is None or limit is None else ratio.median <= limit,
         note=note,
     )
 
@@ -198,5 +212,23 @@ def _rows(count: int, cpu: dict[str, list[float]], memory: dict[str, list[float]
             "bare ASGI SSE",
             TARGET_MEMORY_RATIO,
             "bytes the opens allocated and keep with every response idle (tracemalloc in the server), per response",
+        ),
+        _row(
+            f"database/sqlite via {via}: server CPU to open one resume, next to the site's own endpoint",
+            cpu,
+            "ms",
+            "site's authenticated DRF SSE view",
+            None,
+            "the same opens next to the site's own SSE view: its middleware and token auth, no helix (bench/views.py)",
+            baseline="host",
+        ),
+        _row(
+            f"database/sqlite via {via}: idle memory per open SSE response, next to the site's own endpoint",
+            memory,
+            "KiB",
+            "site's authenticated DRF SSE view",
+            None,
+            "the same held responses next to the site's own SSE view held open",
+            baseline="host",
         ),
     ]

@@ -1,0 +1,63 @@
+"""The site's own authenticated endpoints: the second baseline of the HTTP sections (issue 23).
+
+A bare ASGI route (:mod:`bench.asgi`) authenticates nobody and runs no Django; helix's
+routes run the site's middleware and its DRF authentication before anything of their own.
+These two DRF views are what any authenticated endpoint of the same site costs: Django's
+ASGI handler, the site's middleware (``bench.settings.MIDDLEWARE``) and the same
+authentication classes as helix's routes (:func:`helix_django.api.policy.authentication_classes`,
+here DRF's token authentication), with ``IsAuthenticated``. Their responses are as small as
+the bare routes': ``ping`` answers ``ok`` to a POST, ``sse`` streams timestamped frames at
+a pace like ``/bench/sse``. The rows that use them carry no target: they show how much of
+helix's figure the site's own authenticated endpoint already takes.
+"""
+
+import asyncio
+import time
+
+from django.http import HttpResponse, StreamingHttpResponse
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.views import APIView
+
+from helix_django.api import policy
+
+
+class _Authenticated(APIView):
+    """A DRF view with helix's authentication classes and ``IsAuthenticated``, no throttle."""
+
+    permission_classes = [IsAuthenticated]
+    throttle_classes: list[type] = []
+
+    def get_authenticators(self):
+        """The authenticators of helix's routes on this site."""
+        return policy.authenticators()
+
+
+class Ping(_Authenticated):
+    """``POST /bench/authenticated/ping``: authenticate, answer ``ok`` (the body is read by Django's handler)."""
+
+    def post(self, request, *args, **kwargs):
+        """Answer 200 ``ok``."""
+        return HttpResponse(b"ok", content_type="text/plain")
+
+
+async def _frames(tokens: int, pace: float):
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    for index in range(tokens):
+        delay = started + index / pace - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        data = f'{{"type":"text-delta","id":"t","delta":"{time.perf_counter():.6f} "}}'
+        yield f"id: {index + 1}\ndata: {data}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
+class Sse(_Authenticated):
+    """``GET /bench/authenticated/sse?tokens=N&pace=TPS``: authenticate, then stream like ``/bench/sse``."""
+
+    def get(self, request, *args, **kwargs):
+        """Stream ``tokens`` timestamped SSE frames at ``pace`` per second, then ``[DONE]``."""
+        tokens, pace = int(request.GET.get("tokens", "100")), float(request.GET.get("pace", "50"))
+        response = StreamingHttpResponse(_frames(tokens, pace), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        return response
