@@ -201,10 +201,8 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             stream_id = self._session().stream_id
             info = await manager.get_info(stream_id)
             if info is None:
-                error = await missing_stream_error(self._session().pk)
-                if error.is_retryable:
-                    raise error  # its claim is in flight: come back from the cursor
-                await self.send_json({"type": "error", "error": "Stream not found", "code": "stream_not_found"})
+                # 503 stream_opening (its claim is in flight: come back from the cursor) or 404 stream_not_found
+                await self.send_json(self._error_frame(await missing_stream_error(self._session().pk)))
                 return
             check_cursor(from_sequence, info)
             reader = ResumableReader(manager, stream_id, from_sequence=from_sequence, wait_for_live=False, info=info)

@@ -72,6 +72,7 @@ def test_garbage_frames_answer_typed_errors_and_the_socket_survives(ws_users):
             "type": "error",
             "error": "Stream not found",
             "code": "stream_not_found",
+            "retryable": False,
         }
     assert not Run.objects.filter(session_id=sid).exists()
 
