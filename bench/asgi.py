@@ -20,12 +20,10 @@ Like ``example_project/asgi.py`` (the deployment the README describes), the serv
 the streaming collector thresholds (:mod:`helix_django.tuning`).
 """
 
-import asyncio
 import gc
 import json
 import os
 import sqlite3
-import time
 import tracemalloc
 import uuid
 from urllib.parse import parse_qs
@@ -36,6 +34,7 @@ from django.core.asgi import get_asgi_application as django_asgi_application  # 
 
 django_app = django_asgi_application()
 
+from bench.frames import paced_deltas  # noqa: E402
 from helix_django.transport.routing import get_asgi_application  # noqa: E402
 from helix_django.tuning import tune_gc_for_streaming  # noqa: E402
 
@@ -97,16 +96,10 @@ async def bare_sse(scope, send):
     stream_id = open_bare_stream(connection) if connection is not None else ""
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    for index in range(tokens):
-        delay = started + index / pace - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        data = f'{{"type":"text-delta","id":"t","delta":"{time.perf_counter():.6f} "}}'
+    async for sequence, data in paced_deltas(tokens, pace):
         if connection is not None:
-            store_frame(connection, stream_id, index + 1, data)
-        body = f"id: {index + 1}\ndata: {data}\n\n"
+            store_frame(connection, stream_id, sequence, data)
+        body = f"id: {sequence}\ndata: {data}\n\n"
         await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
     await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
 

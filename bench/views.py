@@ -11,13 +11,11 @@ a pace like ``/bench/sse``. The rows that use them carry no target: they show ho
 helix's figure the site's own authenticated endpoint already takes.
 """
 
-import asyncio
-import time
-
 from django.http import HttpResponse, StreamingHttpResponse
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
+from bench.frames import paced_deltas
 from helix_django.api import policy
 
 
@@ -41,14 +39,8 @@ class Ping(_Authenticated):
 
 
 async def _frames(tokens: int, pace: float):
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    for index in range(tokens):
-        delay = started + index / pace - loop.time()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        data = f'{{"type":"text-delta","id":"t","delta":"{time.perf_counter():.6f} "}}'
-        yield f"id: {index + 1}\ndata: {data}\n\n".encode()
+    async for sequence, data in paced_deltas(tokens, pace):
+        yield f"id: {sequence}\ndata: {data}\n\n".encode()
     yield b"data: [DONE]\n\n"
 
 
