@@ -8,6 +8,8 @@ ended ``end {status: "completed"}``; the chat route, resumed with a cursor insid
 and ended on it, never ``[DONE]``, although the run, the snapshot and the admin say
 completed. Expected (docs/transport.md, "Endings"): the ending the run ended with:
 ``[DONE]``, after the ``data-stream-resync`` that tells the client to reload the snapshot.
+
+On every stream manager (memory, database, Redis: the ``backend`` fixture).
 """
 
 from __future__ import annotations
@@ -30,13 +32,17 @@ from helix_django.transport.plan import plan_frames
 from helix_django.transport.resume import plan_resume
 from helix_django.transport.resume_reads import read_resume_state
 from tests.recovery.factories import InFlight, durable_agents, start_operation
+from tests.transport import conftest as transport
 
 pytestmark = pytest.mark.django_db(transaction=True)
+backend = transport.backend  # fixture: (name, STREAM_MANAGERS entry) of every stream manager
 
 
-def reconciled_run(settings, session_id: str) -> Run:
+def reconciled_run(settings, backend, session_id: str) -> Run:
     options = {"TEXT": "The provider finished this answer while we were down.", "PACE_TPS": 8}
-    settings.HELIX = durable_agents(**options)
+    settings.HELIX = {**durable_agents(**options), "STREAM_MANAGERS": {"default": backend[1]}}
+    used = type(get_stream_manager())
+    assert f"{used.__module__}.{used.__name__}" == backend[1]["BACKEND"]
     flight = InFlight(session_id, operation_id=start_operation(options))
     flight.stream_text("The provider")
     flight.expire()
@@ -65,8 +71,8 @@ async def raw_ending(run: Run) -> dict:
     return [frame async for frame in stream_frames(reader)][-1]
 
 
-def test_a_run_completed_by_check_status_ends_done_on_the_chat_route_as_on_the_raw_stream(settings):
-    run = reconciled_run(settings, "s-reconciled-wire")
+def test_a_run_completed_by_check_status_ends_done_on_the_chat_route_as_on_the_raw_stream(settings, backend):
+    run = reconciled_run(settings, backend, "s-reconciled-wire")
     assert ChatSession.objects.get(pk=run.session_id).current_run_id == run.id
     assert async_to_sync(raw_ending)(run) == {"type": "end", "status": "completed"}
     told = async_to_sync(chat_ending)(run)
@@ -85,9 +91,9 @@ async def raw_frames(run: Run) -> list[dict]:
     return [frame async for frame in stream_frames(reader)]
 
 
-def test_the_raw_stream_and_the_websocket_pass_on_the_resync_of_a_reconciled_run(settings):
+def test_the_raw_stream_and_the_websocket_pass_on_the_resync_of_a_reconciled_run(settings, backend):
     """The run's text on the stream is the partial one: only ``data-stream-resync`` says the answer is in the snapshot."""
-    run = reconciled_run(settings, "s-reconciled-raw")
+    run = reconciled_run(settings, backend, "s-reconciled-raw")
     frames = async_to_sync(raw_frames)(run)
     assert frames[-1] == {"type": "end", "status": "completed"}
     kinds = [frame["chunk"]["type"] for frame in frames if frame["type"] == "chunk"]

@@ -1,6 +1,7 @@
 """The chat route's ending of each run status, told truthfully (issue 17; docs/transport.md, "Endings").
 
-``plan_frames`` over the in-memory stream manager with the chunks each ending writes
+``plan_frames`` over each stream manager (memory, database, Redis: the ``manager`` fixture
+of the stream-manager contract suite) with the chunks each ending writes
 (runtime/endings.py, recovery/outcomes.py): an interrupted or failed run never ends with a
 bare ``[DONE]``, a cancelled one sends ``abort`` before ``[DONE]``.
 """
@@ -14,17 +15,19 @@ import pytest
 
 from helix_django.errors import RunInterruptedError
 from helix_django.models import Run, RunStatus
-from helix_django.streams.memory import MemoryStreamManager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.frames import stream_frames
 from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.replay import ResponseFilter
+from tests.streams import conftest as stream_managers
 from tests.transport.test_plan_frames import RUN, chunk, parse
 
+pytestmark = pytest.mark.django_db(transaction=True)
+backend_name, manager = stream_managers.backend_name, stream_managers.manager  # fixtures: every stream manager
 
-async def stream_of(ending):
-    """A stream whose run streamed 'hi', then wrote ``ending`` (a list of ops)."""
-    manager = MemoryStreamManager("test", {})
+
+async def stream_of(manager, ending):
+    """``manager`` with a stream whose run streamed 'hi', then wrote ``ending`` (a list of ops)."""
     await manager.claim_stream("s1", RUN, epoch=1)
     await manager.append(
         "s1",
@@ -70,8 +73,8 @@ ENDINGS = {
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["live-reader", "backlog"])
-async def test_an_interrupted_run_ends_with_its_typed_error_never_done(live):
-    frames = await frames_of(await stream_of(ENDINGS["interrupted"]), live=live)
+async def test_an_interrupted_run_ends_with_its_typed_error_never_done(manager, live):
+    frames = await frames_of(await stream_of(manager, ENDINGS["interrupted"]), live=live)
     assert "[DONE]" not in frames
     last = frames[-1]
     assert last["type"] == "error"
@@ -80,46 +83,46 @@ async def test_an_interrupted_run_ends_with_its_typed_error_never_done(live):
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["live-reader", "backlog"])
-async def test_a_failed_run_ends_with_its_typed_error(live):
+async def test_a_failed_run_ends_with_its_typed_error(manager, live):
 
-    frames = await frames_of(await stream_of(ENDINGS["failed"]), live=live)
+    frames = await frames_of(await stream_of(manager, ENDINGS["failed"]), live=live)
     assert "[DONE]" not in frames
     assert json.loads(frames[-1]["errorText"])["code"] == "provider_error"
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["live-reader", "backlog"])
-async def test_a_cancelled_run_sends_abort_then_done(live):
-    frames = await frames_of(await stream_of(ENDINGS["cancelled"]), live=live)
+async def test_a_cancelled_run_sends_abort_then_done(manager, live):
+    frames = await frames_of(await stream_of(manager, ENDINGS["cancelled"]), live=live)
     assert frames[-2:] == [{"type": "abort"}, "[DONE]"]
     assert not any(isinstance(f, dict) and f["type"] in ("error", "finish") for f in frames)
 
 
 @pytest.mark.parametrize("status", ["completed", "suspended"])
-async def test_a_finished_or_suspended_run_ends_with_done(status):
-    frames = await frames_of(await stream_of(ENDINGS[status]), live=True)
+async def test_a_finished_or_suspended_run_ends_with_done(manager, status):
+    frames = await frames_of(await stream_of(manager, ENDINGS[status]), live=True)
     assert frames[-1] == "[DONE]"
     assert not any(isinstance(f, dict) and f["type"] in ("error", "abort") for f in frames)
 
 
-async def test_an_interrupted_run_end_without_a_stored_error_still_ends_typed():
+async def test_an_interrupted_run_end_without_a_stored_error_still_ends_typed(manager):
     """The run's end was written but its stream failing was not (a fenced or lost write): never ``[DONE]``."""
 
-    manager = await stream_of([("append", [chunk("helix-run-end", status="interrupted")]), ("end", "completed")])
+    await stream_of(manager, [("append", [chunk("helix-run-end", status="interrupted")]), ("end", "completed")])
     frames = await frames_of(manager, live=False)
     assert "[DONE]" not in frames
     body = json.loads(frames[-1]["errorText"])
     assert body["code"] == "run_interrupted" and body["retryable"] is True and body["runId"] == RUN
 
 
-async def test_a_stream_ended_cancelled_without_the_runs_end_chunk_sends_abort():
-    manager = await stream_of([("end", "cancelled")])
+async def test_a_stream_ended_cancelled_without_the_runs_end_chunk_sends_abort(manager):
+    await stream_of(manager, [("end", "cancelled")])
     frames = await frames_of(manager, live=True)
     assert frames[-2:] == [{"type": "abort"}, "[DONE]"]
 
 
-async def test_a_stream_paused_by_a_recovery_fence_is_a_drop_never_done():
+async def test_a_stream_paused_by_a_recovery_fence_is_a_drop_never_done(manager):
     """Recovery pauses the stream to fence the run's writer (recovery/scan.py): a live reader must re-attach, not finish."""
-    manager = await stream_of([])
+    await stream_of(manager, [])
     info = await manager.get_info("s1")
     run = Run(id=RUN, status=RunStatus.STREAMING)
     reader = ResumableReader(manager, "s1", from_sequence=0, wait_for_live=False, info=info)
@@ -138,11 +141,11 @@ async def test_a_stream_paused_by_a_recovery_fence_is_a_drop_never_done():
 
 
 @pytest.mark.parametrize("live", [True, False], ids=["live-reader", "backlog"])
-async def test_nothing_of_a_run_is_sent_after_its_end(live):
+async def test_nothing_of_a_run_is_sent_after_its_end(manager, live):
     """A fenced writer's retried append can land after the recovery's run end (seen with a full disk): never shown."""
     late = [chunk("text-delta", id="t", delta=" late"), chunk("text-end", id="t")]
-    manager = await stream_of(
-        [("append", [chunk("helix-run-end", status="interrupted"), *late]), ("fail", INTERRUPTED_BODY)]
+    await stream_of(
+        manager, [("append", [chunk("helix-run-end", status="interrupted"), *late]), ("fail", INTERRUPTED_BODY)]
     )
     frames = await frames_of(manager, live=live)
     assert "late" not in json.dumps(frames)
