@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from http.cookies import SimpleCookie
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user
 from django.contrib.sessions.middleware import SessionMiddleware
 from django.http import HttpRequest, HttpResponse
@@ -122,32 +124,49 @@ def _challenged(error: HelixError, request: Any) -> HelixError:
     return error
 
 
-def websocket_user(scope: dict[str, Any]) -> Any:
-    """Return the user helix's authenticators find on a WebSocket handshake (in the ORM's thread).
+def authenticate_socket(scope: dict[str, Any], *, method: str = "GET") -> Identity:
+    """Authenticate a WebSocket handshake or one of its messages with helix's policy (in the ORM's thread).
 
-    The handshake is authenticated like a ``GET`` on the chat route: ``Authorization`` headers
-    (Token, JWT, Basic, ...) and the session user ``AuthMiddlewareStack`` put in
-    ``scope["user"]``. Returns ``scope["user"]`` unchanged when no authenticator accepts the
-    handshake; raises DisallowedHost for a ``Host`` that ``ALLOWED_HOSTS`` refuses.
+    The handshake is checked as a ``GET`` of the chat route, each client message as the
+    HTTP request it stands for (``method``: ``GET`` for a resume, ``POST`` for a send or a
+    cancel): the same authentication, permission and throttle classes
+    (:func:`authenticate`), so every message counts as one request against the throttles.
+    Where the host requires https (``SECURE_SSL_REDIRECT``, not exempted by
+    ``SECURE_REDIRECT_EXEMPT``), a handshake that is not secure (``ws://``, unless
+    ``SECURE_PROXY_SSL_HEADER`` says the host's proxy terminated TLS) is refused. CSRF is not
+    checked: the socket's ``Origin`` was (:mod:`helix_django.transport.routing`). A
+    ``scope["session"]`` / ``scope["user"]`` that a host's own ``AuthMiddlewareStack`` set are
+    the request's, as Django's session and authentication middleware set them for a view.
+
+    Raises DisallowedHost for a ``Host`` that ``ALLOWED_HOSTS`` refuses, PermissionDeniedError
+    (403, ``cause: https``) for an insecure handshake, and what :func:`authenticate` raises.
     """
     from helix_django.transport.host import build_request
 
-    request = build_request({**scope, "type": "http", "method": "GET"}, b"")
+    scheme = "https" if scope.get("scheme") == "wss" else "http"
+    request = build_request({**scope, "type": "http", "method": method, "scheme": scheme}, b"")
     request.get_host()
-    anonymous = scope.get("user")
-    if anonymous is not None:
-        request.user = anonymous
+    # What a host's Channels AuthMiddlewareStack found, as Django's middleware gives an HTTP view.
     if "session" in scope:
         request.session = scope["session"]
-    try:
-        user = Request(request, authenticators=policy.authenticators()).user
-    except exceptions.APIException:
-        return anonymous
-    return user if is_signed_in(user) else anonymous
+    if "user" in scope:
+        request.user = scope["user"]
+    if _requires_https(request) and not request.is_secure():
+        raise PermissionDeniedError(gettext_lazy("A secure connection is required"), cause="https")
+    request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
+    return authenticate(request)
+
+
+def _requires_https(request: HttpRequest) -> bool:
+    """Whether the host redirects this path to https (Django's ``SecurityMiddleware`` rule)."""
+    if not settings.SECURE_SSL_REDIRECT:
+        return False
+    path = request.path.lstrip("/")
+    return not any(re.search(pattern, path) for pattern in settings.SECURE_REDIRECT_EXEMPT)
 
 
 def _cookie_headers(cookies: SimpleCookie) -> list[tuple[bytes, bytes]]:
     return [(b"set-cookie", morsel.OutputString().encode("latin-1")) for morsel in cookies.values()]
 
 
-__all__ = ["Identity", "NotAuthenticatedError", "authenticate", "websocket_user"]
+__all__ = ["Identity", "NotAuthenticatedError", "authenticate", "authenticate_socket"]

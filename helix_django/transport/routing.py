@@ -16,12 +16,12 @@ A site's ``asgi.py``::
 - HTTP ``<prefix>chat`` and ``<prefix>chat/<session_id>/stream``: the AI SDK's default
   send and reconnect shape (:mod:`helix_django.transport.aisdk`), for a stock ``useChat``;
 - WebSocket ``ws/<prefix>sessions/<session_id>/``:
-  :class:`~helix_django.transport.websocket.SessionStreamConsumer` through
-  ``OriginValidator(AuthMiddlewareStack(HostPolicyMiddleware(...)))``: the ``Origin`` must
-  be one of ``ALLOWED_HOSTS`` or of django-cors-headers' ``CORS_ALLOWED_ORIGINS`` (the
-  origins the host lets call its API) or absent (not a browser: it authenticates like any
-  API client), the ``Host`` one of ``ALLOWED_HOSTS`` (a refused
-  handshake is a 403), and the handshake is authenticated with helix's DRF authenticators;
+  :class:`~helix_django.transport.websocket.SessionStreamConsumer` behind an
+  ``OriginValidator``: the ``Origin`` must be one of ``ALLOWED_HOSTS`` or of
+  django-cors-headers' ``CORS_ALLOWED_ORIGINS`` (the origins the host lets call its API) or
+  absent (not a browser: it authenticates like any API client); the consumer admits the
+  handshake and each message under helix's DRF policy itself (a ``Host`` that
+  ``ALLOWED_HOSTS`` refuses is a refused handshake, 403);
 - every other HTTP path: the Django app; every other WebSocket path: a typed ``not_found``
   error frame and close 4404.
 
@@ -92,32 +92,6 @@ def _origin_validator(inner: Any, origins: list[str]) -> Any:
     return NoOriginOrAllowed(inner, origins)
 
 
-class HostPolicyMiddleware:
-    """ASGI middleware of the WebSocket: refuse a disallowed ``Host``, authenticate the handshake.
-
-    ``scope["user"]`` becomes the user helix's DRF authenticators accept
-    (:func:`helix_django.transport.auth.websocket_user`), so token and JWT clients get the
-    same identity on the socket as on the chat route.
-    """
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
-        """Deny the handshake (403) for a disallowed host; else call the inner app with the user set."""
-        from asgiref.sync import sync_to_async
-        from channels.security.websocket import WebsocketDenier
-        from django.core.exceptions import DisallowedHost
-
-        from helix_django.transport.auth import websocket_user
-
-        try:
-            user = await sync_to_async(websocket_user)(scope)
-        except DisallowedHost:
-            return await WebsocketDenier()(scope, receive, send)
-        return await self.inner({**scope, "user": user}, receive, send)
-
-
 def _direct_url_router(routes: list[Any]) -> Any:
     """Return a Channels ``URLRouter`` over ``routes`` whose call returns the routed app's coroutine.
 
@@ -170,7 +144,6 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     of a ``HEAD`` or a 204/304 (:mod:`helix_django.transport.daphne_head`); under another
     server (uvicorn) nothing of daphne is imported.
     """
-    from channels.auth import AuthMiddlewareStack
     from channels.routing import ProtocolTypeRouter, URLRouter
 
     from helix_django.transport.daphne_backpressure import apply_send_backpressure
@@ -190,12 +163,8 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
         {
             "http": _direct_url_router([*helix_http_routes(prefix), re_path(r"^", django_app)]),
             "websocket": _origin_validator(
-                AuthMiddlewareStack(
-                    HostPolicyMiddleware(
-                        # any other path: the typed refusal (not_found frame, close 4404), never a 500
-                        URLRouter([*helix_websocket_routes(prefix), re_path(r"", UnknownPathConsumer.as_asgi())])
-                    )
-                ),
+                # any other path: the typed refusal (not_found frame, close 4404), never a 500
+                URLRouter([*helix_websocket_routes(prefix), re_path(r"", UnknownPathConsumer.as_asgi())]),
                 websocket_origins(),
             ),
         }

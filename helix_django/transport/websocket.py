@@ -1,13 +1,16 @@
-"""WebSocket access to a session's stream (issue 4; DESIGN, "Chat route").
+"""WebSocket access to a session's stream (DESIGN, "Chat route").
 
-Route ``ws/<prefix>sessions/<session_id>/`` (wrapped in ``AuthMiddlewareStack`` and the
-allowed-hosts origin check by :mod:`helix_django.transport.routing`). Client messages
-(JSON objects):
+Route ``ws/<prefix>sessions/<session_id>/`` (behind the origin check of
+:mod:`helix_django.transport.routing`). The consumer carries helix's policy itself, however
+a host routes it: the handshake is admitted as a ``GET`` of the chat route and every client
+message as the request it stands for, with the same authentication, permission and
+throttle classes and the host's https requirement
+(:func:`helix_django.transport.auth.authenticate_socket`). Client messages (JSON objects):
 
 - ``{"type": "resume", "from_sequence": N}``: stream the session stream's chunks with
   sequence > N, then one terminal frame. A new ``resume`` replaces the running one and
   continues after the highest sequence this socket already delivered: one socket never
-  carries a sequence twice (issue 17; docs/transport.md, "Cursors");
+  carries a sequence twice (docs/transport.md, "Cursors");
 - ``{"type": "send", "messages": [UIMessage], "request_key"?, "trigger"?, "messageId"?}``:
   execute a send (as the chat route does); answers ``{"type": "run", "runId",
   "responseMessageId", "fromSequence", "isDuplicate"}`` and streams the run from there;
@@ -17,11 +20,12 @@ allowed-hosts origin check by :mod:`helix_django.transport.routing`). Client mes
 Server frames: ``{"type": "chunk", "sequence", "chunk"}``, ``{"type": "end", "status"}``,
 ``{"type": "fail", "error", "errorDetail"?, "recoverable"}`` (see
 :mod:`helix_django.transport.frames`) and typed errors ``{"type": "error", ...body}``.
-A session the caller does not own (or that does not exist) gets the 404 error frame and
-the close code ``4404`` (``4000 + http_status``), like any refusal at connect time.
+A refused handshake (401, 403, 429, and the 404 of a session the caller does not own or
+that does not exist) gets its typed error frame and the close code ``4000 + http_status``;
+a refused message gets its typed error frame and the socket stays open.
 A disconnect stops this socket's reader, never the run.
 
-Bounded work (issue 20): a message longer than ``MAX_REQUEST_BYTES`` is refused by its
+Bounded work: a message longer than ``MAX_REQUEST_BYTES`` is refused by its
 length (413 frame), its JSON is decoded by :func:`helix_django.jsonbody.load_json` (NUL
 and lone surrogates refused) and a send's body is validated on the validation worker
 thread, as the chat route's.
@@ -34,9 +38,10 @@ import contextlib
 from typing import Any
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.core.exceptions import DisallowedHost
 from django.utils.translation import gettext_lazy
 
-from helix_django.api.ownership import get_owned_session, owner_for
+from helix_django.api.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import SessionNotFoundError, ValidationError, as_helix_error
@@ -47,10 +52,22 @@ from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
 from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
+from helix_django.transport.auth import Identity, authenticate_socket
 from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import check_cursor, missing_stream_error, stream_frames
 from helix_django.transport.host import handshake_language
 from helix_django.transport.sse import log_unexpected, rendering_language
+
+
+def _admit(scope: dict[str, Any]) -> tuple[Identity, ChatSession]:
+    """The handshake's synchronous part (the ORM's thread): helix's policy, then the owned session.
+
+    Returns ``(identity, session)``; raises DisallowedHost, the policy's refusals
+    (:func:`~helix_django.transport.auth.authenticate_socket`) or SessionNotFoundError.
+    """
+    identity = authenticate_socket(scope)
+    session_id = validate_session_id(scope["url_route"]["kwargs"]["session_id"])
+    return identity, get_owned_session(session_id, identity.owner)
 
 
 class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
@@ -62,6 +79,8 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
     channels_redis under redis-py 8's 5 s socket timeout turned into a crash every 5 s (1011)."""
 
     session: ChatSession | None = None
+    identity: Identity | None = None
+    """Who the handshake admitted (helix's policy)."""
     reader_task: asyncio.Task[None] | None = None
     delivered_sequence: int = 0
     """The highest sequence this socket sent; no later reader sends it, or any below it, again."""
@@ -70,15 +89,23 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
     """The handshake's language, as the host's ``LocaleMiddleware`` picks it (None: the active one)."""
 
     async def connect(self) -> None:
-        """Accept the socket; refuse (typed frame, close 4000 + status) an unknown or foreign session."""
-        await self.accept()
+        """Admit the socket under helix's policy and find its owned session, or refuse it.
+
+        A ``Host`` that ``ALLOWED_HOSTS`` refuses is a refused handshake (403), as Django
+        answers it; any other refusal (401, 403, 429, the 404 of a session the caller does not
+        own) is accepted, then answered with its typed frame and the close code ``4000 + status``.
+        """
+        self.language = handshake_language(self.scope)
         try:
-            self.language = handshake_language(self.scope)
-            session_id = validate_session_id(self.scope["url_route"]["kwargs"]["session_id"])
-            self.owner = owner_for(self.scope.get("user"), self.scope.get("session"))
-            self.session = await sync_to_async(get_owned_session)(session_id, self.owner)
+            self.identity, self.session = await sync_to_async(_admit)(self.scope)
+        except DisallowedHost:
+            await self.close()
+            return
         except Exception as exc:
+            await self.accept()
             await self.refuse(exc)
+            return
+        await self.accept()
 
     async def refuse(self, exc: BaseException) -> None:
         """Send the typed error frame of ``exc`` and close with ``4000 + status``."""
@@ -117,17 +144,29 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             raise SessionNotFoundError()
         return self.session
 
+    def _identity(self) -> Identity:
+        """Return who the handshake admitted; raise SessionNotFoundError if connect() admitted nobody."""
+        if self.identity is None:
+            raise SessionNotFoundError()
+        return self.identity
+
     async def send_error(self, exc: BaseException) -> None:
         """Send a typed error frame, keeping the socket open."""
         log_unexpected("websocket", exc)
         await self.send_json(self._error_frame(exc))
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """Dispatch ``resume``, ``send`` and ``cancel`` messages."""
+        """Admit and dispatch ``resume``, ``send`` and ``cancel`` messages.
+
+        Each message is first admitted as the HTTP request it stands for (a resume as a
+        ``GET``, anything else as a ``POST``: :func:`~helix_django.transport.auth.authenticate_socket`),
+        so the host's permissions see its method and its throttles count it.
+        """
         try:
             if not isinstance(content, dict):
                 raise ValidationError(gettext_lazy("A message must be a JSON object"), cause="message")
             kind = content.get("type")
+            await sync_to_async(authenticate_socket)(self.scope, method="GET" if kind == "resume" else "POST")
             if kind == "resume":
                 await self.start_reader(parse_cursor(content.get("from_sequence")) or 0)
             elif kind == "send":
@@ -154,7 +193,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 request_key=validate_request_key(key) if key else None,
                 trigger=trigger,
                 message_id=message_id,
-                user=self.scope.get("user") if self.owner.user_id else None,
+                user=self._identity().user,
             )
         )
         await self.send_json(
@@ -173,7 +212,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         from helix_django.transport.chat import get_executor
 
         # Read again (the current run moves on); a session deleted meanwhile is 404, not a 500.
-        session = await sync_to_async(get_owned_session)(self._session().pk, self.owner)
+        session = await sync_to_async(get_owned_session)(self._session().pk, self._identity().owner)
         run_id = content.get("run_id") or session.current_run_id
         if not isinstance(run_id, str) or not run_id:
             raise ValidationError(gettext_lazy("No run to cancel"), cause="run_id")
