@@ -5,7 +5,8 @@ throttle classes of :mod:`helix_django.api.policy` (the host's DRF defaults unle
 names others; throttle scope ``helix``), no versioning (helix's URLs are the same under
 any host versioning scheme), CSRF on unsafe methods (anonymous cookie owners included),
 and :func:`helix_django.api.errors.helix_exception_handler`. A
-session the caller does not own is 404 ``state_session_not_found`` everywhere.
+session the caller does not own is 404 ``state_session_not_found`` everywhere. Every answer
+is ``Cache-Control: no-store`` (Django's ``never_cache`` headers).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 from django.db.models import QuerySet
+from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
@@ -160,6 +162,18 @@ class HelixAPIView(TypedRefusals, APIView):
         super().initial(request, *args, **kwargs)
         if not is_signed_in(request.user):
             enforce_anonymous_csrf(request._request)
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        """Return DRF's finalized ``response`` with Django's ``never_cache`` headers.
+
+        Every answer is live state (a snapshot, a run's status, another user's 404): one
+        ``Cache-Control: max-age=0, no-cache, no-store, must-revalidate, private`` header
+        (:func:`django.utils.cache.add_never_cache_headers`), so the host's cache middleware
+        or a proxy never stores it and never serves it again.
+        """
+        response = super().finalize_response(request, response, *args, **kwargs)
+        add_never_cache_headers(response)
+        return response
 
     def owner(self, *, create: bool = False) -> Owner:
         """Return the caller's Owner (raises NotAuthenticatedError)."""
