@@ -20,11 +20,11 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from helix_django.api import policy
+from helix_django.api.wire import HelixJSONRenderer
 from helix_django.errors import (
     AuthenticationFailedError,
     FrameworkInternalError,
@@ -139,10 +139,10 @@ class TypedRefusals:
             raise NotAcceptableError(gettext_lazy("Format not served"), cause="format") from None
 
     def handle_exception(self, exc: Exception) -> Any:
-        """Return the typed refusal of ``exc``, rendered by DRF's ``JSONRenderer`` (never the negotiated one)."""
+        """Return the typed refusal of ``exc``, rendered by helix's ``HelixJSONRenderer`` (never the negotiated one)."""
         response = super().handle_exception(exc)  # type: ignore[misc]
         self.request.accepted_renderer, self.request.accepted_media_type = (  # type: ignore[attr-defined]
-            JSONRenderer(),
+            HelixJSONRenderer(),
             "application/json",
         )
         return response
