@@ -107,6 +107,22 @@ class HelixAPIView(TypedRefusals, APIView):
             view = transaction.non_atomic_requests(using=alias)(view)
         return view
 
+    def get_queryset(self) -> QuerySet[ChatSession]:
+        """Return the caller's sessions (``ChatSession``), for a permission class that reads the view's queryset.
+
+        ``DjangoModelPermissions`` (and its kin) take the model to check from it: helix's
+        routes need the ``helix_django.*_chatsession`` permission of the method (a POST
+        ``add``, a DELETE ``delete``). Empty for a caller without an owner, and while
+        drf-spectacular builds the schema. Helix's own lookups stay owner-scoped
+        (:mod:`helix_django.api.ownership`).
+        """
+        if getattr(self, "swagger_fake_view", False) or getattr(self, "request", None) is None:
+            return ChatSession.objects.none()
+        try:
+            return owned_sessions(self.owner())
+        except HelixError:
+            return ChatSession.objects.none()
+
     def get_authenticators(self) -> list[Any]:
         """Return the authenticators of :func:`helix_django.api.policy.authenticators`."""
         return policy.authenticators()
