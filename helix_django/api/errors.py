@@ -4,7 +4,9 @@
 through ``get_exception_handler()``, so the host's ``REST_FRAMEWORK`` stays untouched.
 A ``HelixError`` keeps its status and ``to_body()``; DRF's own exceptions map to typed
 equivalents, Django's ``RequestDataTooBig`` to the 413 ``validation_payload_too_large`` of
-every oversized body; anything else is ``framework_internal_error`` (500) without its text.
+every oversized body, its ``TooManyFieldsSent`` / ``TooManyFilesSent`` (a form body over
+``DATA_UPLOAD_MAX_NUMBER_FIELDS`` / ``_FILES``) to a 400 ``validation_error``; anything
+else is ``framework_internal_error`` (500) without its text.
 Validation errors name the offending fields, never their values.
 """
 
@@ -15,16 +17,16 @@ import math
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
 from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
-from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
 from helix_django.api import policy
+from helix_django.api.wire import HelixJSONRenderer
 from helix_django.errors import (
     AuthenticationFailedError,
     FrameworkInternalError,
@@ -61,6 +63,8 @@ def to_helix_error(exc: BaseException, request: Any = None) -> HelixError:
         return exc
     if isinstance(exc, RequestDataTooBig):  # Django's own guard, if something read the body before helix did
         return _data_too_big(request)
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):  # Django's guards, while DRF parses a form body
+        return _too_many_parts(exc)
     if isinstance(exc, Http404 | exceptions.NotFound):  # a missing session is raised as SessionNotFoundError
         return RouteNotFoundError()
     if isinstance(exc, exceptions.NotAuthenticated):
@@ -96,6 +100,21 @@ def _data_too_big(request: Any) -> HelixError:
     declared = getattr(request, "META", {}).get("CONTENT_LENGTH") or ""
     size = int(declared) if declared.isascii() and declared.isdigit() else None
     return request_too_large(size, limit_bytes=settings.DATA_UPLOAD_MAX_MEMORY_SIZE)
+
+
+def _too_many_parts(exc: TooManyFieldsSent | TooManyFilesSent) -> HelixError:
+    """A form body over ``DATA_UPLOAD_MAX_NUMBER_FIELDS`` / ``_FILES``: 400 ``validation_error``, ``cause: "body"``.
+
+    ``limitFields`` (or ``limitFiles``) is the host's limit; the refusal of a body helix
+    cannot take, as the chat route's.
+    """
+    if isinstance(exc, TooManyFilesSent):
+        return ValidationError(
+            gettext_lazy("Too many files"), cause="body", limitFiles=settings.DATA_UPLOAD_MAX_NUMBER_FILES
+        )
+    return ValidationError(
+        gettext_lazy("Too many form fields"), cause="body", limitFields=settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+    )
 
 
 def helix_exception_handler(exc: BaseException, context: dict[str, Any]) -> Response:
@@ -139,10 +158,10 @@ class TypedRefusals:
             raise NotAcceptableError(gettext_lazy("Format not served"), cause="format") from None
 
     def handle_exception(self, exc: Exception) -> Any:
-        """Return the typed refusal of ``exc``, rendered by DRF's ``JSONRenderer`` (never the negotiated one)."""
+        """Return the typed refusal of ``exc``, rendered by helix's ``HelixJSONRenderer`` (never the negotiated one)."""
         response = super().handle_exception(exc)  # type: ignore[misc]
         self.request.accepted_renderer, self.request.accepted_media_type = (  # type: ignore[attr-defined]
-            JSONRenderer(),
+            HelixJSONRenderer(),
             "application/json",
         )
         return response

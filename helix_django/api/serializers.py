@@ -1,9 +1,11 @@
-"""Serializers of the DRF endpoints (field names in camelCase, as the snapshot's)."""
+"""Serializers of the DRF endpoints (field names in camelCase, as the snapshot's; timestamps ISO 8601 in UTC)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
+from django.utils import timezone
 from django.utils.translation import gettext_lazy
 from rest_framework import serializers
 
@@ -22,12 +24,32 @@ class StrictCharField(serializers.CharField):
         return super().to_internal_value(data)
 
 
+class UTCDateTimeField(serializers.DateTimeField):
+    """A read-only timestamp as ISO 8601 in UTC (``2026-12-04T14:47:05.123456Z``), or None.
+
+    Whatever the host's DRF ``DATETIME_FORMAT``, ``USE_TZ`` and ``TIME_ZONE``: a naive value
+    (stored under ``USE_TZ = False``) is the site's ``TIME_ZONE`` time, as Django wrote it.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("read_only", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value: dt.datetime | None) -> str | None:
+        """Return ``value`` in UTC as ``YYYY-MM-DDTHH:MM:SS[.ffffff]Z``; None for None."""
+        if value is None:
+            return None
+        if timezone.is_naive(value):
+            value = timezone.make_aware(value, timezone.get_default_timezone())
+        return value.astimezone(dt.UTC).isoformat().removesuffix("+00:00") + "Z"
+
+
 class SessionSerializer(serializers.ModelSerializer):
     """A session as listed and retrieved: ``{id, title, agent, currentRunId, createdAt, updatedAt}``."""
 
     currentRunId = serializers.CharField(source="current_run_id", read_only=True, allow_null=True)  # noqa: N815
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)  # noqa: N815
-    updatedAt = serializers.DateTimeField(source="updated_at", read_only=True)  # noqa: N815
+    createdAt = UTCDateTimeField(source="created_at")  # noqa: N815
+    updatedAt = UTCDateTimeField(source="updated_at")  # noqa: N815
 
     class Meta:
         model = ChatSession
@@ -53,9 +75,9 @@ class RunSerializer(serializers.ModelSerializer):
     """A run: status, kind, attempt, timings and its scrubbed error."""
 
     responseMessageId = serializers.CharField(source="response_message_id", read_only=True)  # noqa: N815
-    createdAt = serializers.DateTimeField(source="created_at", read_only=True)  # noqa: N815
-    startedAt = serializers.DateTimeField(source="started_at", read_only=True, allow_null=True)  # noqa: N815
-    finishedAt = serializers.DateTimeField(source="finished_at", read_only=True, allow_null=True)  # noqa: N815
+    createdAt = UTCDateTimeField(source="created_at")  # noqa: N815
+    startedAt = UTCDateTimeField(source="started_at", allow_null=True)  # noqa: N815
+    finishedAt = UTCDateTimeField(source="finished_at", allow_null=True)  # noqa: N815
     error = serializers.SerializerMethodField()
 
     class Meta:

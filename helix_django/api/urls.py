@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from django.urls import include, path, re_path
+from django.urls import get_script_prefix, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from helix_django import __version__
@@ -43,6 +43,9 @@ endpoint_patterns = [
 class HelixSchemaView(TypedRefusals, SpectacularAPIView):
     """The OpenAPI schema of the helix endpoints only, with paths under the prefix the site mounted them at.
 
+    The paths carry the site's script prefix (``FORCE_SCRIPT_NAME`` or the server's root
+    path), as ``reverse()`` writes them: see :func:`mount_point`.
+
     Served as YAML (``?format=json`` or an OpenAPI JSON ``Accept``: JSON); its refusals
     (an unserved format, a bad credential, a throttle) are typed JSON as every helix endpoint's.
     """
@@ -74,11 +77,19 @@ class HelixSchemaView(TypedRefusals, SpectacularAPIView):
         return policy.throttles()
 
     def _get_schema_response(self, request: Any) -> Any:
-        # the mount point: the path up to "schema/" or "schema" (served at both)
-        trimmed = request.path.rstrip("/")
-        prefix = trimmed[: trimmed.rindex("/") + 1].lstrip("/")
-        self.patterns = [path(prefix, include(endpoint_patterns))]
+        self.patterns = [path(mount_point(request), include(endpoint_patterns))]
         return super()._get_schema_response(request)
+
+
+def mount_point(request: Any) -> str:
+    """Return the URL prefix helix is served at, as a client calls it: ``"app/helix/api/"`` (no leading slash).
+
+    The script prefix ``reverse()`` uses (``FORCE_SCRIPT_NAME``, else the server's
+    ``SCRIPT_NAME`` / ASGI ``root_path``), then the request's ``path_info`` up to ``schema/``
+    or ``schema`` (the schema is served at both).
+    """
+    trimmed = request.path_info.rstrip("/")
+    return (get_script_prefix().rstrip("/") + trimmed[: trimmed.rindex("/") + 1]).lstrip("/")
 
 
 urlpatterns = [

@@ -3,9 +3,11 @@
 Every view derives from :class:`HelixAPIView`: the authentication, permission and
 throttle classes of :mod:`helix_django.api.policy` (the host's DRF defaults unless HELIX
 names others; throttle scope ``helix``), no versioning (helix's URLs are the same under
-any host versioning scheme), CSRF on unsafe methods (anonymous cookie owners included),
+any host versioning scheme), helix's JSON renderer and parser ahead of the host's others
+(:mod:`helix_django.api.wire`), CSRF on unsafe methods (anonymous cookie owners included),
 and :func:`helix_django.api.errors.helix_exception_handler`. A
-session the caller does not own is 404 ``state_session_not_found`` everywhere.
+session the caller does not own is 404 ``state_session_not_found`` everywhere. Every answer
+is ``Cache-Control: no-store`` (Django's ``never_cache`` headers).
 """
 
 from __future__ import annotations
@@ -15,18 +17,17 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.db import connections, transaction
 from django.db.models import QuerySet
+from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import NotFound
-from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import Serializer
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from helix_django.api import policy
+from helix_django.api import policy, wire
 from helix_django.api.errors import TypedRefusals
 from helix_django.api.ownership import (
     Owner,
@@ -53,7 +54,6 @@ from helix_django.errors import (
     TransportError,
 )
 from helix_django.ids import new_id
-from helix_django.jsonbody import load_json
 from helix_django.limits import read_request_body
 from helix_django.models import ChatSession, Run
 from helix_django.snapshot import abuild_snapshot
@@ -78,27 +78,6 @@ def _executor() -> Any:
     from helix_django.transport.chat import get_executor
 
     return get_executor()
-
-
-#: Field names a refusal may name (any other key of a body is ``*``).
-BODY_FIELDS = frozenset(
-    {"id", "title", "results", "toolCallId", "output", "errorText", "approved", "approvalId", "reason"}
-)
-
-
-class HelixJSONParser(JSONParser):
-    """DRF's JSON parser, refusing (typed 400) what cannot be stored and rendered again.
-
-    Decodes with :func:`helix_django.jsonbody.load_json`: bytes that are not UTF-8, JSON
-    nested deeper than the interpreter can parse (a 500 before), a lone UTF-16
-    surrogate (``"\\ud800"``: stored in a tool result, it made every later snapshot a
-    500) are ``cause: "json"``; a NUL in any string (PostgreSQL cannot store it) is
-    ``cause: "nul_character"`` with ``field``.
-    """
-
-    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
-        """Return the body's JSON value; raise ValidationError (400, not retryable) as above."""
-        return load_json(stream.read() if stream is not None else b"", known_fields=BODY_FIELDS)
 
 
 class HelixAPIView(TypedRefusals, APIView):
@@ -128,6 +107,22 @@ class HelixAPIView(TypedRefusals, APIView):
             view = transaction.non_atomic_requests(using=alias)(view)
         return view
 
+    def get_queryset(self) -> QuerySet[ChatSession]:
+        """Return the caller's sessions (``ChatSession``), for a permission class that reads the view's queryset.
+
+        ``DjangoModelPermissions`` (and its kin) take the model to check from it: helix's
+        routes need the ``helix_django.*_chatsession`` permission of the method (a POST
+        ``add``, a DELETE ``delete``). Empty for a caller without an owner, and while
+        drf-spectacular builds the schema. Helix's own lookups stay owner-scoped
+        (:mod:`helix_django.api.ownership`).
+        """
+        if getattr(self, "swagger_fake_view", False) or getattr(self, "request", None) is None:
+            return ChatSession.objects.none()
+        try:
+            return owned_sessions(self.owner())
+        except HelixError:
+            return ChatSession.objects.none()
+
     def get_authenticators(self) -> list[Any]:
         """Return the authenticators of :func:`helix_django.api.policy.authenticators`."""
         return policy.authenticators()
@@ -137,16 +132,16 @@ class HelixAPIView(TypedRefusals, APIView):
         return policy.permissions()
 
     def get_parsers(self) -> list[Any]:
-        """Return the host's parsers, DRF's JSON parser replaced by :class:`HelixJSONParser`."""
-        return [HelixJSONParser() if type(parser) is JSONParser else parser for parser in super().get_parsers()]
+        """Return :func:`helix_django.api.wire.parsers`: helix's JSON parser, then the host's non-JSON parsers."""
+        return wire.parsers()
 
     def get_throttles(self) -> list[Any]:
         """Return the throttles of :func:`helix_django.api.policy.throttles` (helix's scopes always rated)."""
         return policy.throttles()
 
     def get_renderers(self) -> list[Any]:
-        """Return the host's renderers as read now (APIView's class attribute froze the DRF settings of its import)."""
-        return [renderer() for renderer in api_settings.DEFAULT_RENDERER_CLASSES]
+        """Return :func:`helix_django.api.wire.renderers`: helix's JSON renderer, then the host's non-JSON renderers."""
+        return wire.renderers()
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         """Bound the body, authenticate, then enforce CSRF for anonymous cookie owners on unsafe methods.
@@ -160,6 +155,18 @@ class HelixAPIView(TypedRefusals, APIView):
         super().initial(request, *args, **kwargs)
         if not is_signed_in(request.user):
             enforce_anonymous_csrf(request._request)
+
+    def finalize_response(self, request: Request, response: Response, *args: Any, **kwargs: Any) -> Response:
+        """Return DRF's finalized ``response`` with Django's ``never_cache`` headers.
+
+        Every answer is live state (a snapshot, a run's status, another user's 404): one
+        ``Cache-Control: max-age=0, no-cache, no-store, must-revalidate, private`` header
+        (:func:`django.utils.cache.add_never_cache_headers`), so the host's cache middleware
+        or a proxy never stores it and never serves it again.
+        """
+        response = super().finalize_response(request, response, *args, **kwargs)
+        add_never_cache_headers(response)
+        return response
 
     def owner(self, *, create: bool = False) -> Owner:
         """Return the caller's Owner (raises NotAuthenticatedError)."""

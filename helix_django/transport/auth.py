@@ -37,6 +37,7 @@ from helix_django.errors import (
     PermissionDeniedError,
     RateLimitedError,
 )
+from helix_django.models import ChatSession
 
 
 @dataclasses.dataclass
@@ -51,9 +52,14 @@ class Identity:
 
 
 class _RouteView:
-    """The ``view`` DRF permissions and throttles are handed for the chat and stream routes."""
+    """The ``view`` DRF permissions and throttles are handed for the chat and stream routes.
+
+    ``queryset`` names ``ChatSession`` (empty) for a permission class that reads the view's
+    model (``DjangoModelPermissions``: a send needs ``helix_django.add_chatsession``).
+    """
 
     throttle_scope = policy.CHAT_SCOPE
+    queryset = ChatSession.objects.none()
 
 
 class _UnparsedBody(BaseParser):

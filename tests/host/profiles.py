@@ -50,5 +50,24 @@ elif PROFILE == "cache_middleware":
     CACHES = {**CACHES, "default": _SHARED_CACHE}  # noqa: F405
 elif PROFILE == "root_path":
     pass  # daphne runs with --root-path /app (sites.py); the proxy strips /app from the path
+elif PROFILE == "model_permissions":
+    REST_FRAMEWORK = {
+        **REST_FRAMEWORK,
+        "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.DjangoModelPermissions"],
+    }
+elif PROFILE == "envelope_renderer":
+    REST_FRAMEWORK = {**REST_FRAMEWORK, "DEFAULT_RENDERER_CLASSES": ["tests.host.drf_defaults.EnvelopeRenderer"]}
+elif PROFILE == "form_parsers":
+    REST_FRAMEWORK = {
+        **REST_FRAMEWORK,
+        "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.FormParser", "rest_framework.parsers.MultiPartParser"],
+    }
+elif PROFILE == "datetime_format":
+    REST_FRAMEWORK = {**REST_FRAMEWORK, "DATETIME_FORMAT": "%d/%m/%Y %H:%M"}
+elif PROFILE == "no_tz":
+    USE_TZ = False
+    TIME_ZONE = "Europe/Berlin"
+elif PROFILE == "force_script_name":
+    FORCE_SCRIPT_NAME = "/app"
 elif PROFILE != "plain":
     raise RuntimeError(f"unknown HELIX_HOST_PROFILE {PROFILE!r}")
