@@ -1,4 +1,4 @@
-"""Run the host site's Django request machinery in front of the chat and stream routes (issue 19).
+"""Run the host site's Django request machinery in front of the chat and stream routes.
 
 The chat and stream routes are raw ASGI apps (they stream, watch the disconnect and send
 heartbeats themselves), so Django's handler never runs for them. :func:`through_host`
@@ -19,7 +19,10 @@ anyway:
    ``Set-Cookie``) go onto the route's own response, streamed or refused.
 
 The middleware sees a placeholder ``200`` with an empty body, not the stream: middleware
-that rewrites bodies (GZip, ETags) leaves a streamed SSE response alone, as it must.
+that rewrites bodies (GZip, ETags) leaves a streamed SSE response alone, as it must. The
+placeholder is never cacheable, so a host's cache middleware stores nothing of a route and
+serves none of it back; the route's answers carry their own one ``Cache-Control``
+(:data:`helix_django.transport.sse.NEVER_CACHE`), never the middleware's.
 
 A refusal the route makes before its view can run (a body over ``MAX_REQUEST_BYTES``, a
 malformed ``Content-Length``) goes through the host's middleware too, as the view's result
@@ -43,6 +46,7 @@ from django.core.handlers.base import BaseHandler
 from django.core.signals import setting_changed
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.utils import translation
+from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy
 from django.views.decorators.csrf import csrf_exempt
 
@@ -50,12 +54,24 @@ from helix_django.errors import ValidationError
 from helix_django.orm import sync_to_async
 from helix_django.transport.sse import send_error
 
-#: Headers of the placeholder that describe its (empty) body, never copied to the route's response.
-_BODY_HEADERS = frozenset({"content-type", "content-length", "content-encoding", "etag", "last-modified"})
+#: Headers of the placeholder never copied to the route's response: those describing its (empty)
+#: body, and its freshness (the route's answers carry their own one ``Cache-Control``).
+_ROUTE_OWN_HEADERS = frozenset(
+    {"content-type", "content-length", "content-encoding", "etag", "last-modified", "cache-control", "expires"}
+)
 
 
 class _Placeholder(HttpResponse):
-    """The response the route's view returns inside the host's middleware (see the module docstring)."""
+    """The response the route's view returns inside the host's middleware (see the module docstring).
+
+    It is never cacheable (Django's ``never_cache`` headers): a host's ``UpdateCacheMiddleware``
+    stores nothing, so its ``FetchFromCacheMiddleware`` never answers a later request of the
+    route with it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        add_never_cache_headers(self)
 
 
 @dataclasses.dataclass
@@ -159,7 +175,7 @@ def through_host(scope: dict[str, Any], body: bytes, view: Callable[[HttpRequest
         answer.response = response
         answer.error = answer.value = None
         return answer
-    answer.headers = response_headers(response, skip=_BODY_HEADERS)
+    answer.headers = response_headers(response, skip=_ROUTE_OWN_HEADERS)
     return answer
 
 

@@ -31,10 +31,14 @@ logger = logging.getLogger(__name__)
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-#: The UI message stream response headers (``UI_MESSAGE_STREAM_HEADERS`` of the AI SDK).
+#: The one ``Cache-Control`` of every answer of the chat and stream routes: Django's ``never_cache``
+#: value (the REST views send the same), so no cache, the host's site-wide one included, keeps live state.
+NEVER_CACHE = (b"cache-control", b"max-age=0, no-cache, no-store, must-revalidate, private")
+
+#: The UI message stream response headers (``UI_MESSAGE_STREAM_HEADERS`` of the AI SDK, never cached).
 UI_STREAM_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-cache"),
+    NEVER_CACHE,
     (b"connection", b"keep-alive"),
     (b"x-vercel-ai-ui-message-stream", b"v1"),
     (b"x-accel-buffering", b"no"),
@@ -91,7 +95,7 @@ async def send_json(
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(payload)).encode()),
-                (b"cache-control", b"no-store"),
+                NEVER_CACHE,
                 *(headers or []),
             ],
         }
@@ -135,8 +139,8 @@ async def send_error(
 
 
 async def send_empty(send: Send, status: int = 204, *, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    """Send a response without a body (``204``: nothing to resume)."""
-    await send({"type": "http.response.start", "status": status, "headers": list(headers or [])})
+    """Send a response without a body (``204``: nothing to resume), never cached."""
+    await send({"type": "http.response.start", "status": status, "headers": [NEVER_CACHE, *(headers or [])]})
     await send({"type": "http.response.body", "body": b""})
 
 
