@@ -95,12 +95,18 @@ def _origin_validator(inner: Any, origins: list[str]) -> Any:
 def _direct_url_router(routes: list[Any]) -> Any:
     """Return a Channels ``URLRouter`` over ``routes`` whose call returns the routed app's coroutine.
 
-    It routes exactly as ``URLRouter`` does (the same patterns, ``path_remaining`` and
-    ``url_route``), but ``__call__`` is a plain function that returns the app's awaitable
-    instead of awaiting it: the ``ProtocolTypeRouter`` above awaits the consumer directly,
-    and an open response keeps one coroutine frame less (about 300 bytes: issue 23, idle
-    memory per response). Only for a router inside another one: an ASGI server looking at
-    the outermost app's ``__call__`` would take a plain function for ASGI 2.
+    It routes as ``URLRouter`` does (the same patterns, ``path_remaining`` and
+    ``url_route``), with two differences:
+
+    - ``__call__`` is a plain function that returns the app's awaitable instead of awaiting
+      it: the ``ProtocolTypeRouter`` above awaits the consumer directly, and an open
+      response keeps one coroutine frame less (about 300 bytes of idle memory per response).
+      Only for a router inside another one: an ASGI server looking at the outermost app's
+      ``__call__`` would take a plain function for ASGI 2.
+    - a ``root_path`` is removed from the path where the path starts with it, and the path is
+      routed as it is where it does not, as Django's ASGI handler does: a server behind a
+      prefix-stripping proxy (``daphne --root-path /app``) sends the path without it, which
+      ``URLRouter`` refuses with a 500 for every request of the site.
     """
     from channels.routing import URLRouter
     from django.urls.exceptions import Resolver404
@@ -110,11 +116,8 @@ def _direct_url_router(routes: list[Any]) -> Any:
             path = scope.get("path_remaining", scope.get("path", None))
             if path is None:
                 raise ValueError("No 'path' key in connection scope, cannot route URLs")
-            if "path_remaining" not in scope:  # the outermost URLRouter: strip the root path
-                root_path = scope.get("root_path", "")
-                if root_path and not path.startswith(root_path):
-                    raise ValueError(f"No route found for path {path!r}.")
-                path = path[len(root_path) :]
+            if "path_remaining" not in scope:  # the outermost router: the path below the root path
+                path = path.removeprefix(scope.get("root_path", ""))
             path = path.lstrip("/")
             for route in self.routes:
                 try:
@@ -144,7 +147,7 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     of a ``HEAD`` or a 204/304 (:mod:`helix_django.transport.daphne_head`); under another
     server (uvicorn) nothing of daphne is imported.
     """
-    from channels.routing import ProtocolTypeRouter, URLRouter
+    from channels.routing import ProtocolTypeRouter
 
     from helix_django.transport.daphne_backpressure import apply_send_backpressure
     from helix_django.transport.daphne_forms import disable_twisted_form_parsing
@@ -164,7 +167,7 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
             "http": _direct_url_router([*helix_http_routes(prefix), re_path(r"^", django_app)]),
             "websocket": _origin_validator(
                 # any other path: the typed refusal (not_found frame, close 4404), never a 500
-                URLRouter([*helix_websocket_routes(prefix), re_path(r"", UnknownPathConsumer.as_asgi())]),
+                _direct_url_router([*helix_websocket_routes(prefix), re_path(r"", UnknownPathConsumer.as_asgi())]),
                 websocket_origins(),
             ),
         }
