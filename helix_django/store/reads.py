@@ -66,6 +66,11 @@ def live_run_ids(session_id: str) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def has_runs(session_id: str) -> bool:
+    """Whether any run was ever started in the session (its stream was written at least once)."""
+    return Run.objects.using(write_alias()).filter(session_id=session_id).exists()
+
+
 def active_positions(session_id: str, ui_ids: Sequence[str]) -> dict[str, int]:
     """Return ``{ui_id: position}`` of the session's active rows among ``ui_ids`` (inside a commit).
 

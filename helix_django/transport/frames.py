@@ -115,20 +115,33 @@ def check_cursor(from_sequence: int, info: StreamInfo) -> None:
         raise NotResumableError(cause="cursor_ahead", headSequence=info.head_sequence)
 
 
-async def missing_stream_error(session_id: str) -> HelixError:
-    """Return the refusal of a stream read that found no stream for an owned session ``session_id``.
+def is_purged(info: StreamInfo) -> bool:
+    """Whether the stream's chunks were purged (retention, a deleted session): it is left with no run."""
+    return not info.run_id
 
-    A session whose run is live but whose stream claim has not landed yet (the claim
-    follows the run-start commit, on the process that runs it) is 503
-    ``transport_stream_drop`` (``cause: "stream_opening"``): retryable, the client comes
-    back from its cursor. Otherwise 404 ``stream_not_found`` (002): no run ever wrote one,
-    or it was purged. One read of the session's live runs, on this rare path only.
+
+async def missing_stream_error(session_id: str) -> HelixError:
+    """Return the refusal of a stream read of an owned session ``session_id`` that found no stream to read.
+
+    Every route tells the same thing, for a stream that is missing or :func:`is_purged`:
+
+    - a live run whose stream claim has not landed yet (the claim follows the run-start
+      commit, on the process that runs it): 503 ``transport_stream_drop``
+      (``cause: "stream_opening"``), retryable, the client comes back from its cursor;
+    - a session whose runs wrote a stream that is gone (expired, or its chunks purged by
+      retention): 409 ``state_not_resumable`` (``cause: "stream_expired"``), as the chat
+      route answers (002, "Wire errors"): the snapshot still holds the conversation;
+    - a session no run ever wrote to: 404 ``stream_not_found`` (002).
+
+    One or two reads of the session's runs, on this rare path only.
     """
     from helix_django.orm import sync_to_async
-    from helix_django.store.reads import live_run_ids
+    from helix_django.store.reads import has_runs, live_run_ids
 
     if await sync_to_async(live_run_ids)(session_id):
         return StreamDropError(cause="stream_opening")
+    if await sync_to_async(has_runs)(session_id):
+        return NotResumableError(cause="stream_expired")
     return StreamNotFoundError()
 
 

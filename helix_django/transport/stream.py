@@ -25,7 +25,7 @@ from helix_django.store.reads import read_session
 from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.auth import Identity, authenticate
-from helix_django.transport.frames import check_cursor, missing_stream_error, stream_frames
+from helix_django.transport.frames import check_cursor, is_purged, missing_stream_error, stream_frames
 from helix_django.transport.host import refusal_through_host, send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, request_cursor
 from helix_django.transport.plan import BODY_BYTES
@@ -121,7 +121,7 @@ class StreamConsumer:
             manager = get_stream_manager()
             waiter = manager.subscribe(session.stream_id)
             chunks, info = await manager.read_after(session.stream_id, from_sequence)
-            if info is None:
+            if info is None or is_purged(info):
                 raise await missing_stream_error(session.pk)
             check_cursor(from_sequence, info)
         except ClientDisconnected:

@@ -54,7 +54,7 @@ from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.auth import Identity, authenticate_socket
 from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
-from helix_django.transport.frames import check_cursor, missing_stream_error, stream_frames
+from helix_django.transport.frames import check_cursor, is_purged, missing_stream_error, stream_frames
 from helix_django.transport.host import handshake_language
 from helix_django.transport.sse import log_unexpected, rendering_language
 
@@ -239,8 +239,8 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         try:
             stream_id = self._session().stream_id
             info = await manager.get_info(stream_id)
-            if info is None:
-                # 503 stream_opening (its claim is in flight: come back from the cursor) or 404 stream_not_found
+            if info is None or is_purged(info):
+                # 503 stream_opening (its claim is in flight), 409 stream_expired, or 404 stream_not_found
                 await self.send_json(self._error_frame(await missing_stream_error(self._session().pk)))
                 return
             check_cursor(from_sequence, info)
