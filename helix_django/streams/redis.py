@@ -3,8 +3,10 @@
 Connected through ``django_redis.get_redis_connection(OPTIONS["CONNECTION_ALIAS"])``
 (default ``"default"``); the async API uses a ``redis.asyncio`` client built from that
 connection's parameters, one per event loop. Layout (see :mod:`.redis_scripts`): for a
-stream ``s``, ``<KEY_PREFIX>:{s}:meta`` (hash) and ``<KEY_PREFIX>:{s}:chunks`` (stream,
-entry ID ``<sequence>-0``) share the hash tag ``{s}``. Every write is one Lua script that
+stream ``s``, ``<KEY_PREFIX>:{s}:meta`` (hash), ``<KEY_PREFIX>:{s}:chunks`` (stream,
+entry ID ``<sequence>-0``) and ``<KEY_PREFIX>:{s}:floor`` (the last head, no TTL: a few
+dozen bytes per stream, so a stream re-created after it expired never reuses a sequence)
+share the hash tag ``{s}``. Every write is one Lua script that
 checks the run-id fence, allocates sequences, adds the chunks, refreshes the TTL
 (``OPTIONS["stream_ttl"]`` seconds, default ``HELIX["STREAM_TTL_SECONDS"]``) and publishes
 a notice (the writing manager's origin token + the stream id) on ``<KEY_PREFIX>:notify``.
@@ -106,9 +108,9 @@ class RedisStreamManager(BaseStreamManager):
         return int(ttl)
 
     def keys(self, stream_id: str) -> list[str]:
-        """Return ``[meta_key, chunks_key]`` of ``stream_id`` (one hash slot)."""
+        """Return ``[meta_key, chunks_key, floor_key]`` of ``stream_id`` (one hash slot; see :mod:`.redis_scripts`)."""
         base = f"{self.key_prefix}:{{{stream_id}}}"
-        return [f"{base}:meta", f"{base}:chunks"]
+        return [f"{base}:meta", f"{base}:chunks", f"{base}:floor"]
 
     # --- connections ---------------------------------------------------------------------
 
@@ -218,7 +220,7 @@ class RedisStreamManager(BaseStreamManager):
         return await self._set_status(stream_id, run_id, PAUSED)
 
     async def purge_stream(self, stream_id: str) -> None:
-        meta, chunks_key = self.keys(stream_id)
+        meta, chunks_key, _floor = self.keys(stream_id)
 
         async def purge(state: LoopState) -> None:
             async with state.client.pipeline(transaction=True) as pipe:
@@ -242,7 +244,7 @@ class RedisStreamManager(BaseStreamManager):
     async def read_after(
         self, stream_id: str, after: int, *, limit: int = 500
     ) -> tuple[list[StoredChunk], StreamInfo | None]:
-        meta, chunks_key = self.keys(stream_id)
+        meta, chunks_key, _floor = self.keys(stream_id)
 
         async def read(state: LoopState) -> list[Any]:
             async with state.client.pipeline(transaction=True) as pipe:

@@ -1,9 +1,11 @@
 """Server-side Lua scripts of the Redis stream manager (one atomic call per write).
 
 Keys of one stream share a hash tag, so they live in one slot: ``KEYS[1]`` is the meta
-hash (``status``, ``head``, ``run_id``, ``epoch``, ``end_status``, ``error``) and
+hash (``status``, ``head``, ``run_id``, ``epoch``, ``end_status``, ``error``),
 ``KEYS[2]`` the Redis Stream of chunks, one entry per chunk with the explicit ID
-``<sequence>-0`` and the JSON payload in field ``c``. Every write checks the run-id fence,
+``<sequence>-0`` and the JSON payload in field ``c``, and ``KEYS[3]`` the stream's floor:
+the head of its last write, kept without a TTL, so a stream re-created after its keys
+expired starts after every sequence a client may still hold (sequences are never reused). Every write checks the run-id fence,
 allocates sequences from ``head``, refreshes the TTL of both keys and publishes the stream
 id on the manager's notify channel, all in one script. A write carries a batch id, so the
 client may resend it after a lost reply without storing it twice. A refused write returns an error
@@ -46,6 +48,11 @@ end
 local function add(head, payload)
   redis.call('XADD', KEYS[2], string.format('%d-0', head), 'c', payload)
 end
+local function set_head(head)
+  local value = string.format('%d', head)
+  redis.call('HSET', KEYS[1], 'head', value)
+  redis.call('SET', KEYS[3], value)
+end
 """
 
 # ARGV: run_id, ttl, channel, notice (origin + stream_id), batch_id, payload...  -> the batch's last sequence.
@@ -60,7 +67,7 @@ for i = 6, #ARGV do
   head = head + 1
   add(head, ARGV[i])
 end
-redis.call('HSET', KEYS[1], 'head', string.format('%d', head))
+set_head(head)
 remember(ARGV[5], head)
 touch(ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
@@ -85,7 +92,7 @@ if m[1] then
     return redis.error_reply('HELIXFENCE run_ended')
   end
 end
-redis.call('HSETNX', KEYS[1], 'head', '0')
+redis.call('HSETNX', KEYS[1], 'head', redis.call('GET', KEYS[3]) or '0')
 redis.call('HSET', KEYS[1], 'run_id', ARGV[1], 'epoch', ARGV[2], 'status', 'active', 'end_status', '', 'error', '')
 touch(ARGV[3])
 redis.call('PUBLISH', ARGV[4], ARGV[5])
@@ -103,7 +110,7 @@ if not head then return redis.error_reply('HELIXFENCE ' .. why) end
 if ARGV[8] ~= '' and not replayed(ARGV[9]) then
   head = head + 1
   add(head, ARGV[8])
-  redis.call('HSET', KEYS[1], 'head', string.format('%d', head))
+  set_head(head)
   remember(ARGV[9], head)
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[5], 'end_status', ARGV[6], 'error', ARGV[7])

@@ -39,7 +39,7 @@ def caches(alias: str, url: str) -> dict:
 
 async def test_ttl_is_set_and_refreshed_on_every_write(redis_client):
     manager = make(stream_ttl=120)
-    meta, chunks = manager.keys("s1")
+    meta, chunks = manager.keys("s1")[:2]
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
         assert 0 < redis_client.ttl(meta) <= 120
@@ -61,7 +61,7 @@ async def test_ttl_is_set_and_refreshed_on_every_write(redis_client):
 async def test_keys_of_a_stream_share_one_hash_slot_and_chunk_ids_are_sequences(redis_client):
     manager = make()
     try:
-        meta, chunks = manager.keys("sess-9")
+        meta, chunks = manager.keys("sess-9")[:2]
         assert "{sess-9}" in meta
         assert "{sess-9}" in chunks
         await manager.claim_stream("sess-9", "run_a", epoch=7)
@@ -275,3 +275,22 @@ def test_clients_of_finished_event_loops_are_dropped():
         assert async_to_sync(manager.get_info)("missing") is None
     # Each async_to_sync call ran on its own short-lived loop: at most the last one is kept.
     assert len(manager._states) <= 1
+
+
+async def test_a_stream_recreated_after_its_keys_expired_never_reuses_a_sequence(redis_client):
+    """A client may still hold a cursor of the expired stream: the new claim starts after the old head."""
+    manager = make(stream_ttl=120)
+    meta, chunks = manager.keys("s-expired")[:2]
+    try:
+        await manager.claim_stream("s-expired", "run_a", epoch=1)
+        assert await manager.append("s-expired", "run_a", [chunk(1), chunk(2), chunk(3)]) == [1, 2, 3]
+        await manager.end_stream("s-expired", "run_a")
+        redis_client.delete(meta, chunks)  # what the TTL does to an idle stream
+        assert await manager.get_info("s-expired") is None
+
+        info = await manager.claim_stream("s-expired", "run_b", epoch=2)
+        assert info.head_sequence == 3
+        assert await manager.append("s-expired", "run_b", [chunk(4)]) == [4]
+        assert 0 < redis_client.ttl(meta) <= 120
+    finally:
+        await manager.aclose()
