@@ -5,8 +5,9 @@ hash (``status``, ``head``, ``run_id``, ``epoch``, ``end_status``, ``error``),
 ``KEYS[2]`` the Redis Stream of chunks, one entry per chunk with the explicit ID
 ``<sequence>-0`` and the JSON payload in field ``c``, and ``KEYS[3]`` the stream's floor:
 the head of its last write, kept without a TTL, so a stream re-created after its keys
-expired starts after every sequence a client may still hold (sequences are never reused). Every write checks the run-id fence,
-allocates sequences from ``head``, refreshes the TTL of both keys and publishes the stream
+expired starts after every sequence a client may still hold (sequences are never reused).
+Every write checks the run-id fence, allocates sequences from ``head``, refreshes the TTL
+of the meta hash and the chunks and publishes the stream
 id on the manager's notify channel, all in one script. A write carries a batch id, so the
 client may resend it after a lost reply without storing it twice. A refused write returns an error
 reply starting with ``HELIXFENCE``; scripts return the meta fields in :data:`INFO_FIELDS` order.
