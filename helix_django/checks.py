@@ -93,6 +93,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
     messages.extend(_check_layer_timeouts())
     messages.extend(_check_database())
+    messages.extend(_check_user_database())
     db = settings.DATABASES.get("default", {})
     if uses_database and db.get("ENGINE", "").endswith("sqlite3"):
         init = (db.get("OPTIONS") or {}).get("init_command", "")
@@ -179,14 +180,45 @@ def _check_database() -> list[Any]:
     from helix_django.models import Run
 
     alias = router.db_for_write(Run) or "default"
+    if alias not in connections:
+        return []  # Django's own checks name a router's unknown alias
     vendor = connections[alias].vendor
     if vendor in SUPPORTED_VENDORS:
         return []
     return [
         Error(
             f"helix_django's tables are on database {alias!r} ({vendor}); SQLite and PostgreSQL are supported.",
-            hint="Route helix_django's models to a SQLite or PostgreSQL database (DATABASE_ROUTERS).",
+            hint="Put helix_django's models, together with the user model (AUTH_USER_MODEL), on a SQLite "
+            "or PostgreSQL database: a session's owner is a foreign key to the user table, so both must "
+            "be on one database (DATABASE_ROUTERS).",
             id="helix_django.E006",
+        )
+    ]
+
+
+def _check_user_database() -> list[Any]:
+    """E008 when a router writes helix's models to another database than the user model's.
+
+    A session's ``owner`` is a foreign key to ``AUTH_USER_MODEL``: a foreign key cannot
+    cross databases, so every send would fail on it. Compares
+    ``router.db_for_write(ChatSession)`` with ``router.db_for_write(get_user_model())``.
+    """
+    from django.contrib.auth import get_user_model
+    from django.db import router
+
+    from helix_django.models import ChatSession
+
+    helix_alias = router.db_for_write(ChatSession) or "default"
+    user_alias = router.db_for_write(get_user_model()) or "default"
+    if helix_alias == user_alias:
+        return []
+    return [
+        Error(
+            f"helix_django's models are routed to database {helix_alias!r} and the user model "
+            f"(AUTH_USER_MODEL) to {user_alias!r}.",
+            hint="A session's owner is a foreign key to the user model, which cannot cross databases: "
+            "route helix_django's models to the database of the user model (DATABASE_ROUTERS).",
+            id="helix_django.E008",
         )
     ]
 

@@ -101,11 +101,16 @@ class SessionNotFoundError(StateError):
     default_message = _("Session not found")
 
 
+#: HistoryIncompleteError causes no retry fixes.
+NOT_RETRYABLE_HISTORY_CAUSES = frozenset({"corrupt_row", "store_rejected"})
+
+
 class HistoryIncompleteError(StateError):
     """A snapshot or history read could not return a consistent view (002, "Consistent reads").
 
-    Causes: ``snapshot_unstable``, ``store_error``, ``short_read`` (retryable, 503) and
-    ``corrupt_row`` (not retryable, 409).
+    Causes: ``snapshot_unstable``, ``store_error``, ``short_read`` (retryable, 503),
+    ``corrupt_row`` and ``store_rejected`` (not retryable, 409; the database refused a write
+    no retry can fix: an integrity or data error, see :func:`store_error_for`).
     """
 
     code = "state_history_incomplete"
@@ -115,7 +120,7 @@ class HistoryIncompleteError(StateError):
 
     @property
     def is_retryable(self) -> bool:
-        return self.cause != "corrupt_row"
+        return self.cause not in NOT_RETRYABLE_HISTORY_CAUSES
 
     @property
     def status(self) -> int:
@@ -450,9 +455,8 @@ class RateLimitedError(HelixError):
 def as_helix_error(exc: BaseException) -> HelixError:
     """Return ``exc`` if it is a HelixError, else its typed stand-in without its text.
 
-    A database failure (Django's ``DatabaseError``: unreachable, restarting, a dropped
-    connection, a full disk, a lock timeout) is the retryable 503 ``state_history_incomplete``
-    (``store_error``), as the executor's entry points raise it; anything else is a
+    A database failure (Django's ``DatabaseError``) is ``state_history_incomplete``
+    (:func:`store_error_for`), as the executor's entry points raise it; anything else is a
     ``framework_internal_error`` (500).
     """
     if isinstance(exc, HelixError):
@@ -460,8 +464,24 @@ def as_helix_error(exc: BaseException) -> HelixError:
     from django.db import DatabaseError
 
     if isinstance(exc, DatabaseError):
-        return HistoryIncompleteError(cause="store_error")
+        return store_error_for(exc)
     return FrameworkInternalError()
+
+
+def store_error_for(exc: BaseException) -> HistoryIncompleteError:
+    """Return the ``state_history_incomplete`` error of the database error ``exc``.
+
+    An integrity or data error (Django's ``IntegrityError``/``DataError``: a foreign-key or
+    unique violation, a value too long for its column) is the same on every retry:
+    ``store_rejected``, not retryable (409). Any other (unreachable, restarting, a dropped
+    connection, a full disk, a lock timeout: ``OperationalError`` and the rest) is
+    ``store_error``, retryable (503).
+    """
+    from django.db import DataError, IntegrityError
+
+    if isinstance(exc, (IntegrityError, DataError)):
+        return HistoryIncompleteError(cause="store_rejected")
+    return HistoryIncompleteError(cause="store_error")
 
 
 def http_status_for(exc: BaseException) -> int:

@@ -25,7 +25,7 @@ from asgiref.sync import async_to_sync
 from django.db import DatabaseError, connections, router
 
 from helix_django.conf import helix_settings
-from helix_django.errors import HistoryIncompleteError, ValidationError
+from helix_django.errors import HistoryIncompleteError, ValidationError, store_error_for
 from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Run, RunStatus
 from helix_django.orm import sync_to_async
 from helix_django.store.reads import Row, read_rows
@@ -164,7 +164,7 @@ async def abuild_snapshot(
         except HistoryIncompleteError:
             raise
         except DatabaseError as exc:
-            raise HistoryIncompleteError(cause="store_error") from exc
+            raise store_error_for(exc) from exc
         if fence is None:
             return None
         status = derive_status(run, stream)

@@ -230,7 +230,24 @@ class RunAdmin(admin.ModelAdmin):
     def tool_count(self, obj: Run) -> int:
         return getattr(obj, "tool_count", 0)
 
+    #: The URL names of the views that perform recovery actions (the changelist runs the bulk ones).
+    ACTION_URL_NAMES = frozenset(
+        {"helix_django_run_recovery", "helix_django_run_resolve_tool", "helix_django_run_changelist"}
+    )
+
     def get_urls(self) -> list[Any]:
+        """The admin's URLs, plus the dashboard, the recovery and the tool-resolution pages.
+
+        The views that perform recovery actions run outside the host's request transactions
+        (:func:`helix_django.admin.views.outside_request_transactions`).
+        """
+        urls = self._urls()
+        for pattern in urls:
+            if getattr(pattern, "name", None) in self.ACTION_URL_NAMES:
+                views.outside_request_transactions(pattern.callback)
+        return urls
+
+    def _urls(self) -> list[Any]:
         wrap = self.admin_site.admin_view
         return [
             path("dashboard/", wrap(self.dashboard_view), name="helix_django_run_dashboard"),

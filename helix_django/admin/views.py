@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 from django.contrib import messages
 from django.contrib.admin.utils import quote, unquote
 from django.core.exceptions import PermissionDenied
+from django.db import connections, transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
@@ -28,6 +29,21 @@ from helix_django.jsonbody import load_json
 from helix_django.models import Run, ToolExecution, ToolExecutionStatus
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform, aresolve_tool
+
+
+def outside_request_transactions(view: Any) -> Any:
+    """Exempt the view function ``view`` from every database's ``ATOMIC_REQUESTS``; return it.
+
+    A recovery action ends a live run: it asks the run's task to end and waits for that task
+    to commit its ending on another thread. Inside a request transaction holding the
+    database's write lock, that wait lasted until the lock timed out (15 s) and the run was
+    still live after it. Helix's store commits its own transactions, so the views that
+    perform actions run outside the host's request transactions (``transaction.non_atomic_requests``
+    on every alias), as helix's REST views do.
+    """
+    for alias in connections:
+        view = transaction.non_atomic_requests(using=alias)(view)
+    return view
 
 
 def _change_url(run: Run) -> str:

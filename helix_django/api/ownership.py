@@ -1,15 +1,21 @@
 """Who owns a session, and the owner-scoped lookups every route uses (issue 4, "Ownership").
 
-A session belongs to a user or, where ``HELIX["ALLOW_ANONYMOUS"]`` is on, to the Django
-session (its key) that created it. Every route answers another owner's session exactly
-like an unknown one: ``SessionNotFoundError`` (404), never 403.
+A session belongs to a user or, where ``HELIX["ALLOW_ANONYMOUS"]`` is on, to an anonymous
+visitor: a random owner token helix keeps inside the visitor's Django session
+(``OWNER_TOKEN_KEY``), created on the visitor's first send. The token, not the session key,
+is stored as ``ChatSession.anonymous_key``, so it survives a new session key
+(``cycle_key()``, as ``login()`` calls it), a signed-cookie session signed again, and two
+signed-cookie visitors whose cookies are byte-identical. Every route answers another
+owner's session exactly like an unknown one: ``SessionNotFoundError`` (404), never 403.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from typing import Any
 
+from django.contrib.sessions.backends.signed_cookies import SessionStore as SignedCookieSession
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy
 
@@ -18,32 +24,43 @@ from helix_django.errors import NotAuthenticatedError, PermissionDeniedError, Se
 from helix_django.ids import is_valid_session_id
 from helix_django.models import ChatSession
 
+OWNER_TOKEN_KEY = "_helix_owner"  # noqa: S105 - a session key name, not a secret
+"""The Django session key under which helix keeps an anonymous visitor's owner token."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Owner:
-    """The identity a request acts for: a user id, or an anonymous Django session key."""
+    """The identity a request acts for: a user id, or an anonymous visitor's owner token."""
 
     user_id: int | None = None
     """Primary key of the authenticated user (None for anonymous)."""
     anonymous_key: str = ""
-    """Django session key of an anonymous visitor ('' for a user)."""
+    """Owner token of an anonymous visitor ('' for a user, or for a visitor who has none yet)."""
+    legacy_key: str = ""
+    """Django session key of an anonymous visitor whose sessions may predate owner tokens ('' if none)."""
 
     @property
     def is_anonymous(self) -> bool:
-        """Whether the owner is an anonymous Django session."""
+        """Whether the owner is an anonymous visitor."""
         return self.user_id is None
 
+    def keys(self) -> frozenset[str]:
+        """The non-empty ``anonymous_key`` values this anonymous owner owns (empty for a user)."""
+        if self.user_id is not None:
+            return frozenset()
+        return frozenset(key for key in (self.anonymous_key, self.legacy_key) if key)
+
     def q(self) -> Q:
-        """Return the ChatSession filter selecting this owner's sessions."""
+        """Return the ChatSession filter selecting this owner's sessions (none for an owner without a key)."""
         if self.user_id is not None:
             return Q(owner_id=self.user_id)
-        return Q(owner__isnull=True, anonymous_key=self.anonymous_key) & ~Q(anonymous_key="")
+        return Q(owner__isnull=True, anonymous_key__in=sorted(self.keys())) & ~Q(anonymous_key="")
 
     def owns(self, session: ChatSession) -> bool:
         """Whether ``session`` belongs to this owner."""
         if self.user_id is not None:
             return session.owner_id == self.user_id
-        return session.owner_id is None and bool(self.anonymous_key) and session.anonymous_key == self.anonymous_key
+        return session.owner_id is None and bool(session.anonymous_key) and session.anonymous_key in self.keys()
 
 
 def is_signed_in(user: Any) -> bool:
@@ -54,22 +71,28 @@ def is_signed_in(user: Any) -> bool:
 def owner_for(user: Any, django_session: Any, *, create_anonymous: bool = False) -> Owner:
     """Return the Owner of a request from its user and Django session.
 
-    An authenticated user owns by user id. Otherwise, with ``ALLOW_ANONYMOUS``, the
-    Django session key owns; ``create_anonymous`` saves a new Django session when there
-    is none yet (the caller must send its cookie). Raises NotAuthenticatedError.
+    An authenticated user owns by user id. Otherwise, with ``ALLOW_ANONYMOUS``, the owner
+    token in the Django session (``OWNER_TOKEN_KEY``) owns; ``create_anonymous`` puts a new
+    random token there when there is none yet and saves the session (the caller must send
+    its cookie). Sessions created when the Django session key owned stay reachable through
+    ``Owner.legacy_key`` on every engine but ``signed_cookies`` (whose key is the cookie's
+    content, shared by identical cookies). Reads the session's data: call it in the ORM's
+    thread unless the session is loaded already (Channels' ``AuthMiddleware`` loads it).
+    Raises NotAuthenticatedError for a visitor with neither.
     """
     if is_signed_in(user):
         return Owner(user_id=user.pk)
     if not helix_settings.ALLOW_ANONYMOUS or django_session is None:
         raise NotAuthenticatedError()
-    key = django_session.session_key
-    if not key and create_anonymous:
-        django_session["helix_anonymous"] = True
+    token = django_session.get(OWNER_TOKEN_KEY) or ""
+    if not token and create_anonymous:
+        token = secrets.token_urlsafe(32)
+        django_session[OWNER_TOKEN_KEY] = token
         django_session.save()
-        key = django_session.session_key
-    if not key:
+    legacy = "" if isinstance(django_session, SignedCookieSession) else django_session.session_key or ""
+    if not token and not legacy:
         raise NotAuthenticatedError()
-    return Owner(anonymous_key=key)
+    return Owner(anonymous_key=token, legacy_key=legacy)
 
 
 def owned_sessions(owner: Owner) -> QuerySet[ChatSession]:

@@ -24,13 +24,13 @@ from helix_django.deadlines import within
 from helix_django.errors import (
     FrameworkInternalError,
     HelixError,
-    HistoryIncompleteError,
     InvalidToolResultError,
     MessageTooLargeError,
     RunNotActionableError,
     RunNotFoundError,
     RunSupersededError,
     ValidationError,
+    store_error_for,
 )
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.orm import sync_to_async
@@ -50,8 +50,9 @@ NO_RESULT_TEXT = "This tool call has no recorded result"
 def typed_errors(name: str, log: logging.Logger = logger) -> Iterator[None]:
     """Let the block raise typed HelixErrors only (STYLE, "Errors"; internals, "Runtime").
 
-    A HelixError passes unchanged; a DatabaseError becomes a retryable
-    HistoryIncompleteError (``state_history_incomplete``, ``cause: store_error``), any other
+    A HelixError passes unchanged; a DatabaseError becomes a HistoryIncompleteError
+    (``state_history_incomplete``: ``store_error``, retryable, or ``store_rejected`` for an
+    integrity or data error; :func:`~helix_django.errors.store_error_for`), any other
     Exception a FrameworkInternalError; neither keeps the cause's text. A BaseException (a
     cancel) passes unchanged. ``name``: the entry point, in the line logged to ``log``.
     """
@@ -61,7 +62,7 @@ def typed_errors(name: str, log: logging.Logger = logger) -> Iterator[None]:
         raise
     except DatabaseError as exc:
         log.warning("executor %s: database failure %s", name, type(exc).__name__)
-        raise HistoryIncompleteError(cause="store_error") from exc
+        raise store_error_for(exc) from exc
     except Exception as exc:
         log.error("executor %s failed: %s", name, type(exc).__name__)
         raise FrameworkInternalError() from exc

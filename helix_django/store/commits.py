@@ -45,7 +45,7 @@ _UNSET: Any = object()
 class NewSession:
     """A session a run-start commit creates when its row does not exist yet (a chat's first send).
 
-    Its owner is ``owner_id`` or, for anonymous chat, the Django session key ``anonymous_key``.
+    Its owner is ``owner_id`` or, for anonymous chat, the visitor's owner token ``anonymous_key``.
     """
 
     owner_id: int | None = None

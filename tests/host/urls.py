@@ -12,6 +12,18 @@ def host_status(request):
     return JsonResponse({"host": "ok"})
 
 
+def host_remember(request):
+    """A host page that writes to the visitor's session (a signed-cookie session is signed again)."""
+    request.session["host_visits"] = request.session.get("host_visits", 0) + 1
+    return JsonResponse({"visits": request.session["host_visits"]})
+
+
+def host_rotate(request):
+    """A host page that gives the visitor's session a new key and keeps its data, as ``login()`` does."""
+    request.session.cycle_key()
+    return JsonResponse({"rotated": True})
+
+
 class HostReports(APIView):
     """A host DRF view under the host's own versioning and scoped throttle."""
 
@@ -35,6 +47,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("helix/api/", include("helix_django.urls")),
     path("helix/api/host-status/", host_status),
+    path("host/remember/", host_remember),
+    path("host/rotate/", host_rotate),
     path("api/<str:version>/reports/", HostReports.as_view()),
     path("chat/<str:session_id>/", chat_page),
 ]
