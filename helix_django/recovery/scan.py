@@ -1,7 +1,8 @@
 """The relaunch scan: find runs left in flight by a dead process and decide their state.
 
 000, "Recovery on app relaunch": for each run in ``starting``, ``streaming``, ``tooling``
-or ``recovering`` whose lease expired:
+or ``recovering`` whose lease expired, or whose holder is certainly gone (its process on
+this host no longer exists: :mod:`helix_django.processes`):
 
 1. did the process exit normally? (the run wrote its ``finish`` and ``helix-run-end``
    chunks but died before the terminal commit -> complete it from those chunks);
@@ -22,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import socket
 import time
 from collections import Counter
 from datetime import datetime
@@ -35,6 +35,7 @@ from helix_django.errors import RunSupersededError, StreamFenceError
 from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
+from helix_django.processes import is_certainly_gone, lease_owner_id
 from helix_django.recovery.inventory import lease_expired_q
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
@@ -44,7 +45,13 @@ from helix_django.streams import get_stream_manager
 
 def SCAN_OWNER() -> str:  # noqa: N802 - reads like the constant it stands for
     """Return the lease owner id of this process's scans."""
-    return f"recovery:{socket.gethostname()}:{os.getpid()}"[:128]
+    pid = os.getpid()  # a forked child scans as itself
+    if pid not in _scan_owners:
+        _scan_owners[pid] = lease_owner_id("recovery")
+    return _scan_owners[pid]
+
+
+_scan_owners: dict[int, str] = {}
 
 
 @dataclasses.dataclass
@@ -87,10 +94,20 @@ def _stage(run: Run, has_text: bool) -> str:
 
 
 def expired_run_ids(now: datetime | None = None, limit: int | None = None) -> list[str]:
-    """Return ids of runs in scanned statuses whose lease expired, oldest first."""
-    qs = Run.objects.filter(lease_expired_q(now), status__in=SCANNED_STATUSES).order_by("created_at")
-    ids = qs.values_list("id", flat=True)
-    return list(ids[:limit] if limit else ids)
+    """Return ids of runs in scanned statuses whose lease expired or whose holder is certainly gone, oldest first.
+
+    A holder is certainly gone when its process on this host no longer exists
+    (:func:`helix_django.processes.is_certainly_gone`): a restarted server recovers its
+    predecessor's runs at its first scan, not a lease later.
+    """
+    in_flight = Run.objects.filter(status__in=SCANNED_STATUSES).order_by("created_at")
+    expired = list(in_flight.filter(lease_expired_q(now)).values_list("id", "created_at"))
+    held = (
+        in_flight.exclude(lease_expired_q(now)).exclude(lease_owner="").values_list("id", "created_at", "lease_owner")
+    )
+    orphaned = [(run_id, created) for run_id, created, owner in held if is_certainly_gone(owner)]
+    ids = [run_id for run_id, _created in sorted(expired + orphaned, key=lambda row: row[1])]
+    return ids[:limit] if limit else ids
 
 
 async def arecover_run(
@@ -108,7 +125,8 @@ async def arecover_run(
 
         raise RunNotFoundError()
     decision = RunDecision(run.id, run.status, "skipped")
-    expired = await Run.objects.filter(lease_expired_q(), pk=run_id).aexists()
+    orphaned = bool(run.lease_owner) and is_certainly_gone(run.lease_owner)
+    expired = orphaned or await Run.objects.filter(lease_expired_q(), pk=run_id).aexists()
     # A run waiting for the browser holds no lease (the scan leaves it); staff may end it when forced.
     in_flight = run.status in SCANNED_STATUSES or (force and run.status == RunStatus.SUSPENDED_CLIENT_TOOL)
     if not in_flight or not (expired or force):
@@ -120,7 +138,7 @@ async def arecover_run(
         decision.partial_chars, decision.stage = partial.text_chars, _stage(run, partial.text_chars > 0)
         decision.outcome, decision.reason = "would_recover", "dry_run"
         return decision
-    if not force and not await store.aclaim_lease(run.id, SCAN_OWNER(), helix_settings.LEASE_SECONDS):
+    if not force and not await _take_lease(run, orphaned=orphaned):
         decision.reason = "claimed_by_other"  # another scanner (or a revived process) took it first
         return decision
     is_fenced = await fence_writer(run)
@@ -146,6 +164,13 @@ async def arecover_run(
         duration_ms=int((time.monotonic() - started) * 1000),
     )
     return decision
+
+
+async def _take_lease(run: Run, *, orphaned: bool) -> bool:
+    """Take the run's lease for this scan: from its gone holder (compare-and-set on that holder), else if free."""
+    if orphaned:
+        return await store.atake_over_lease(run.id, run.lease_owner, SCAN_OWNER(), helix_settings.LEASE_SECONDS)
+    return await store.aclaim_lease(run.id, SCAN_OWNER(), helix_settings.LEASE_SECONDS)
 
 
 async def fence_writer(run: Run) -> bool:

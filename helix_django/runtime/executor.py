@@ -26,9 +26,6 @@ import asyncio
 import copy
 import functools
 import logging
-import os
-import socket
-import uuid
 from typing import Any
 
 from django.utils.module_loading import import_string
@@ -44,6 +41,7 @@ from helix_django.errors import (
     StreamFenceError,
 )
 from helix_django.models import ChatSession, Run, RunStatus
+from helix_django.processes import lease_owner_id
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime import guards
 from helix_django.runtime.agent import RunLoop
@@ -71,12 +69,15 @@ class LocalExecutor(SendsMixin, RestartsMixin):
     supports_request_key = True
     """Keyed sends are honoured (002, "Where it is honoured")."""
 
+    lease_owner_kind = ""
+    """The kind of this executor's lease owner id: its runs execute in this process."""
+
     executes_at_once = True
     """The run's task starts here with its commit, which writes it ``streaming`` and reads its conversation."""
 
     def __init__(self) -> None:
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        """Lease owner id of this executor's runs."""
+        self.owner = lease_owner_id(self.lease_owner_kind)
+        """Lease owner id of this executor's runs (:mod:`helix_django.processes`)."""
         self._entries: dict[str, Entry] = {}
         self._recent: dict[str, Entry] = {}
         """Runs that ended here lately (oldest first), so :meth:`wait` can still report them."""

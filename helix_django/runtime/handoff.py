@@ -19,9 +19,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-import os
-import socket
-import uuid
 from typing import Any
 
 from django.utils import timezone
@@ -30,6 +27,7 @@ from helix_django import store
 from helix_django.conf import helix_settings
 from helix_django.models import Run
 from helix_django.orm import sync_to_async
+from helix_django.processes import lease_owner_id
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
@@ -62,6 +60,9 @@ class HandoffExecutor(LocalExecutor, abc.ABC):
     A subclass implements :meth:`enqueue` (send ``execute``'s arguments to a worker that
     awaits :func:`arun_handed_off` with them).
     """
+
+    lease_owner_kind = "handoff"
+    """Its lease holds a run queued for a worker: the queue outlives this process (:mod:`helix_django.processes`)."""
 
     worker_kind = "task"
     """Names the kind of worker in log lines."""
@@ -116,7 +117,7 @@ class HandoffExecutor(LocalExecutor, abc.ABC):
 
 def worker_owner() -> str:
     """Return a lease owner id for one execution on this worker process."""
-    return f"worker:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    return lease_owner_id("worker")
 
 
 def _user(user_id: str | None) -> Any:
