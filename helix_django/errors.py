@@ -232,6 +232,13 @@ class TransportError(HelixError):
     default_message = _("Transport error")
 
 
+class ServerDrainingError(TransportError):
+    """This process is stopping (SIGTERM) and starts no run; send again (another process takes it)."""
+
+    code = "transport_server_draining"
+    default_message = _("The server is restarting; send again")
+
+
 class StreamDropError(TransportError):
     """The stream ended without a terminal, or a resumed run never went live (002)."""
 

@@ -241,6 +241,16 @@ class LiveServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(5)
+        return self._exit_code()
+
+    def wait_stopped(self, timeout: float) -> int | None:
+        """Wait for a server sent SIGTERM elsewhere to exit; return its exit code as :meth:`stop` does."""
+        assert self.process is not None
+        self.process.wait(timeout)
+        return self._exit_code()
+
+    def _exit_code(self) -> int | None:
+        assert self.process is not None
         self._close_log()
         if self.server == "uvicorn" and self.process.returncode == -signal.SIGTERM and self._finished_shutdown():
             return 0  # uvicorn re-raises SIGTERM on itself once its graceful shutdown is done

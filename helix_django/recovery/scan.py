@@ -111,12 +111,14 @@ def expired_run_ids(now: datetime | None = None, limit: int | None = None) -> li
 
 
 async def arecover_run(
-    run_id: str, *, dry_run: bool = False, force: bool = False, query_provider: bool = True
+    run_id: str, *, dry_run: bool = False, force: bool = False, query_provider: bool = True, cause: str = "process_lost"
 ) -> RunDecision:
     """Inspect one run and end it as the six steps say (module docstring); return the decision.
 
     Without ``force`` a run whose lease is still live, or that is no longer in a scanned
     status, is ``skipped``. ``query_provider=False`` skips step 4 (staff's "Mark interrupted").
+    ``cause`` is recorded on a run ended ``interrupted`` without a provider's word
+    (``process_lost``; ``server_stopped`` for a run a stopping process ends).
     Raises RunNotFoundError for an unknown run; StreamConnectionError when chunks cannot be read.
     """
     run = await Run.objects.filter(pk=run_id).afirst()
@@ -145,7 +147,7 @@ async def arecover_run(
     partial = await arebuild_partial(run)  # after the fence: what the writer wrote before it decides
     decision.partial_chars, decision.stage = partial.text_chars, _stage(run, partial.text_chars > 0)
     try:
-        await _decide(run, partial, decision, query_provider=query_provider)
+        await _decide(run, partial, decision, query_provider=query_provider, cause=cause)
     except RunSupersededError:
         decision.outcome, decision.reason = "skipped", "changed_meanwhile"
         if is_fenced:
@@ -209,7 +211,7 @@ async def release_fence(run_id: str) -> None:
         await aclose_stream(run, end, end_status=None, error=body)
 
 
-async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: bool) -> None:
+async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: bool, cause: str) -> None:
     # 0. a person asked to cancel before the process died: it stays cancelled.
     if run.cancel_requested_at is not None or partial.end_status == "cancelled":
         await acancel_ended(run, partial, provider_cancel_result=run.provider_cancel_result or "not_requested")
@@ -227,7 +229,7 @@ async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: b
         decision.outcome, decision.reason = "completed", "exited_normally"
         return
     # 2-4. a provider operation whose durable state can be queried.
-    cause, invalidate = "process_lost", False
+    invalidate = False
     if query_provider and run.provider_operation_id:
         query = await aquery_operation(run)
         result = query.result

@@ -23,6 +23,7 @@ away should ``await executor.wait(run_id)`` first (the process would take the ru
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import copy
 import functools
 import logging
@@ -38,12 +39,13 @@ from helix_django.errors import (
     RunNotActionableError,
     RunNotFoundError,
     RunSupersededError,
+    ServerDrainingError,
     StreamFenceError,
 )
 from helix_django.models import ChatSession, Run, RunStatus
 from helix_django.processes import lease_owner_id
 from helix_django.protocol import MessageAccumulator
-from helix_django.runtime import guards
+from helix_django.runtime import guards, shutdown
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.handles import Entry, Launch, RunHandle
@@ -108,13 +110,19 @@ class LocalExecutor(SendsMixin, RestartsMixin):
 
     # --- starting a run --------------------------------------------------------------------
 
+    def local_runs(self) -> dict[str, concurrent.futures.Future[str]]:
+        """Return ``{run_id: future of its ending status}`` of the runs executing in this process now."""
+        return {run_id: entry.done for run_id, entry in list(self._entries.items()) if not entry.done.done()}
+
     async def _launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
         """Run-start commit, stream claim with the opening chunks; then the run task starts (where runs live)."""
         handle = await self.runner.call(self._launch_here(session, launch, user=user))
         return await self._launched(handle, launch, user)
 
     async def _launched(self, handle: RunHandle, launch: Launch, user: Any) -> RunHandle:
-        """Once a run opened (its task started or handed to :meth:`_dispatch`): here, nothing more."""
+        """Once a run opened (its task started or handed to :meth:`_dispatch`): here, make sure this
+        process drains its runs on SIGTERM (:mod:`helix_django.runtime.shutdown`)."""
+        shutdown.install(self)
         return handle
 
     async def _launch_here(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
@@ -138,7 +146,13 @@ class LocalExecutor(SendsMixin, RestartsMixin):
         ``stream_sequence``: the session stream's head (None for a chat's first send: the
         commit creates the session; a stale stream's head is caught by the claim). No I/O:
         callable on the loop or on the ORM's thread.
+
+        Raises ServerDrainingError (503, retryable) once this process received SIGTERM
+        (:mod:`helix_django.runtime.shutdown`): no run starts; the client sends again, to a
+        process that stays.
         """
+        if shutdown.is_draining():
+            raise ServerDrainingError()
         agent = get_agent(session.agent)
         manager = get_stream_manager()
         request = launch.request
