@@ -87,3 +87,29 @@ async def aquery_operation(run: Run, provider: Any | None = None) -> StatusQuery
             continue
         return StatusQuery(result, attempt, "ok")
     return StatusQuery(None, len(delays), "status_unavailable")
+
+
+async def acancel_operation(run: Run) -> str:
+    """Cancel ``run``'s provider operation where it may still be generating; record and return the answer.
+
+    For a run given up while its durable operation may go on (000, "Cancel and stop are not
+    the same"): nothing is left generating unseen, and no redo runs beside it. Returns the
+    provider's answer (``cancelled``, ``already_finished``, ``unknown``; ``failed`` when the
+    call failed, which is recorded too) or ``""`` when there is nothing to cancel: no
+    operation, one already answered (``provider_cancel_result`` set) or a provider that
+    cannot cancel. The call is bounded by :data:`STATUS_QUERY_TIMEOUT_SECONDS`; raises nothing.
+    """
+    from helix_django import store
+
+    if not run.provider_operation_id or run.provider_cancel_result:
+        return ""
+    provider = provider_for(run)
+    if provider is None or not getattr(provider, "supports_cancel", False):
+        return ""
+    try:
+        answer = str(await within(provider.cancel(run.provider_operation_id), STATUS_QUERY_TIMEOUT_SECONDS))[:64]
+    except Exception as exc:  # noqa: BLE001 - the outcome is uncertain: recorded as such
+        logger.warning("run %s: cancelling its provider operation failed (%s)", run.id, type(exc).__name__)
+        answer = "failed"
+    await store.arecord_recovery(run.id, provider_cancel_result=answer)
+    return answer

@@ -39,7 +39,7 @@ from helix_django.processes import is_certainly_gone, lease_owner_id
 from helix_django.recovery.inventory import lease_expired_q
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
-from helix_django.recovery.provider import aquery_operation
+from helix_django.recovery.provider import acancel_operation, aquery_operation
 from helix_django.streams import get_stream_manager
 
 
@@ -118,7 +118,8 @@ async def arecover_run(
     Without ``force`` a run whose lease is still live, or that is no longer in a scanned
     status, is ``skipped``. ``query_provider=False`` skips step 4 (staff's "Mark interrupted").
     ``cause`` is recorded on a run ended ``interrupted`` without a provider's word
-    (``process_lost``; ``server_stopped`` for a run a stopping process ends).
+    (``process_lost``; ``server_stopped`` for a run a stopping process ends); such a run's
+    provider operation is cancelled (:func:`~helix_django.recovery.provider.acancel_operation`).
     Raises RunNotFoundError for an unknown run; StreamConnectionError when chunks cannot be read.
     """
     run = await Run.objects.filter(pk=run_id).afirst()
@@ -148,6 +149,8 @@ async def arecover_run(
     decision.partial_chars, decision.stage = partial.text_chars, _stage(run, partial.text_chars > 0)
     try:
         await _decide(run, partial, decision, query_provider=query_provider, cause=cause)
+        if decision.outcome == "interrupted" and not query_provider:
+            await acancel_operation(run)  # given up without the provider's word: nothing generates unseen
     except RunSupersededError:
         decision.outcome, decision.reason = "skipped", "changed_meanwhile"
         if is_fenced:

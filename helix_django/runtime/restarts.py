@@ -4,7 +4,8 @@
 
 ``regenerate`` starts a new attempt of the turn from the last safe checkpoint (a rewind,
 announced by one ``data-stream-resync`` with reason ``retry``); the earlier attempt stays
-auditable. ``continue_run`` starts a new run that re-opens the partial answer and asks
+auditable. Both first cancel a provider operation the ended run may have left generating,
+so no redo runs beside it. ``continue_run`` starts a new run that re-opens the partial answer and asks
 the model to go on. Neither re-runs a side effect: persisted tool results are reused,
 calls without a recorded outcome are reported as unknown, never repeated.
 """
@@ -62,6 +63,9 @@ class RestartsMixin(EntriesMixin):
             supersede_live=supersede,
         )
 
+        if run is not None:
+            await _stop_left_operation(run)
+
         def resync(result: store.RunStartResult) -> list[dict[str, Any]]:
             data = {
                 "checkpointId": result.checkpoint.id,
@@ -101,6 +105,7 @@ class RestartsMixin(EntriesMixin):
             # "Editing history invalidates some recovery paths"). Regenerate instead.
             raise RunNotActionableError(cause="continuation_invalid")
         await store.amark_started_tool_executions_unknown(run.id)
+        await _stop_left_operation(run)
         row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
         chunks = await _settle_open_calls(row, run)
         request = store.RunStartRequest(
@@ -119,6 +124,15 @@ class RestartsMixin(EntriesMixin):
             add_continue_instruction=True,
         )
         return await self._launch(session, launch, user=user)
+
+
+async def _stop_left_operation(run: Run) -> None:
+    """Cancel the provider operation an interrupted or failed run may have left generating, before a redo
+    starts beside it (a completed or cancelled run's operation has ended)."""
+    from helix_django.recovery.provider import acancel_operation
+
+    if run.status in (RunStatus.INTERRUPTED, RunStatus.FAILED):
+        await acancel_operation(run)
 
 
 async def _settle_open_calls(row: dict[str, Any] | None, run: Run) -> list[dict[str, Any]]:
