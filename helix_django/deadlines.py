@@ -5,7 +5,7 @@ cancelled in the same loop iteration that the awaitable completes: the cancel is
 (cpython#86296, fixed in 3.12 by building ``wait_for`` on ``asyncio.timeout``). A run's task
 or a request's task that loses its cancel keeps going after a Stop, a lease loss or a
 disconnect, so helix bounds its awaits with a deadline on the caller's own task instead;
-that also creates no task for the awaitable (issue 23: no task per provider event).
+that also creates no task for the awaitable (no task per provider event).
 
 Also here: the idle deadline of a provider's stream (:func:`idle_deadline`, one timer
 for a whole stream of events), work that must finish whatever happens to its caller
@@ -88,7 +88,7 @@ async def idle_deadline(seconds: float) -> AsyncIterator[IdleDeadline]:
     """Raise ``TimeoutError`` in the block once ``seconds`` passed without a :meth:`IdleDeadline.touch`.
 
     ``asyncio.timeout`` moved at each event cancels a timer and schedules another (two
-    heap operations per provider event, issue 23); this one timer looks at the last
+    heap operations per provider event); this one timer looks at the last
     event's time when it fires and sets itself again for the rest, so a stream of events
     moves it once per period. The expiry is the timeout's own (the task is cancelled,
     ``TimeoutError`` raised on exit), so a cancel from elsewhere is never lost or taken
@@ -108,7 +108,7 @@ async def idle_deadline(seconds: float) -> AsyncIterator[IdleDeadline]:
 
 class _MovedPerEvent:  # pragma: no cover - Python 3.10 only
     """:class:`IdleDeadline` on Python 3.10: ``async_timeout`` reschedules for the task that
-    calls it (a loop callback has none), so its deadline is moved at each event, as before."""
+    calls it (a loop callback has none), so its deadline is moved at each event."""
 
     __slots__ = ("_loop", "_seconds", "_timeout")
 

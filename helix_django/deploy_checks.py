@@ -1,4 +1,4 @@
-"""System checks of how the host site serves helix (issue 19): ASGI wiring and the DRF policy.
+"""System checks of how the host site serves helix: ASGI wiring and the DRF policy.
 
 Check ids (listed in docs/checks.md):
 

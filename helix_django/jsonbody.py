@@ -1,4 +1,4 @@
-"""Decode a JSON request body into storable data, with bounded work and typed refusals (issue 20).
+"""Decode a JSON request body into storable data, with bounded work and typed refusals.
 
 Every JSON body a client sends (the chat route, the WebSocket, the DRF endpoints) goes
 through :func:`load_json`: strict UTF-8, ``json.loads``, then what no database can store

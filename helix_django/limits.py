@@ -1,4 +1,4 @@
-"""Size limits of what a run stores and sends, and their system checks (issue 20; docs/limits.md).
+"""Size limits of what a run stores and sends, and their system checks (docs/limits.md).
 
 - ``MAX_CHUNK_BYTES`` (default 1 000 000): the largest stored chunk, so the largest SSE
   frame and WebSocket message (common WebSocket clients refuse messages over 1 MiB). A

@@ -5,8 +5,8 @@ the relaunch scan, the transport) goes through :func:`sync_to_async` of this mod
 Django closes connections at request boundaries only (``close_old_connections`` on
 ``request_started``/``request_finished``); the threads asgiref runs this work on have no
 requests, so without this a connection the database dropped (a restart,
-``pg_terminate_backend``) stayed on its thread and every later call failed with it
-(issue 21). Around each call, on the ORM's thread and outside any transaction:
+``pg_terminate_backend``) would stay on its thread and every later call would fail with
+it. Around each call, on the ORM's thread and outside any transaction:
 
 - a connection that saw a database error and no longer answers is closed, so the next
   call opens a new one (Django's own test, ``close_if_unusable_or_obsolete``, without

@@ -91,9 +91,9 @@ class MessageAccumulator:
     def message(self) -> dict[str, Any]:
         """The UIMessage so far (live dict; its open parts' text includes every delta applied).
 
-        A delta is kept as a piece of its part and joined here, once per read: appending
-        each delta to the part's string copied the whole text per delta, so a long answer
-        cost each delta in proportion to its length (issue 23: bounded work per delta).
+        A delta is kept as a piece of its part and joined here, once per read, so the work
+        per delta is bounded: appending each delta to the part's string would copy the whole
+        text per delta, and a long answer would cost each delta in proportion to its length.
         """
         if not self._is_joined:
             for key in self._pieces:

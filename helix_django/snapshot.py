@@ -11,7 +11,7 @@
 
 or None when the session does not exist. ``runId``/``runStatus`` are extra fields so a
 client can tell a cancelled or interrupted turn from a completed one; ``cancelledBy``
-(a cancelled run whose canceller is known) says who stopped it (issue 17).
+(a cancelled run whose canceller is known) says who stopped it.
 """
 
 from __future__ import annotations

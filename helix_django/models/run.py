@@ -34,7 +34,7 @@ SCANNED_STATUSES = frozenset({RunStatus.STARTING, RunStatus.STREAMING, RunStatus
 
 
 class CancelledBy(models.TextChoices):
-    """Who stopped a cancelled run (issue 17: the user's chat says who, never a false "you")."""
+    """Who stopped a cancelled run (the user's chat says who, never a false "you")."""
 
     USER = "user", _("the user")
     STAFF = "staff", _("support staff")

@@ -141,7 +141,7 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
         put(CHECK_STATUS)
     put(MARK_INTERRUPTED, "" if live else _("Only a running or stuck generation can be marked interrupted."))
     # An ended run is never cancelled: it would tell the user a false "you stopped it" and
-    # undo their choice of Keep or Discard (issue 17).
+    # undo their choice of Keep or Discard.
     put(CANCEL, "" if live else _("The generation already ended: there is nothing left to stop."))
     partial = has_partial_row(run) if status in RECOVERABLE_STATUSES else False
     not_ended = _("The generation has not ended; mark it interrupted or cancel it first.")

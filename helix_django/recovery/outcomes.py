@@ -188,7 +188,7 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
 
     Who asked stays as recorded with the request (``cancelled_by``), else ``system``.
     Raises RunSupersededError when the run ended or changed meanwhile (an ended run is
-    never cancelled, issue 17).
+    never cancelled).
     """
     cancelled_by = run.cancelled_by or CancelledBy.SYSTEM
     await store.arecord_recovery(

@@ -181,8 +181,8 @@ async def _take_lease(run: Run, *, orphaned: bool) -> bool:
 async def fence_writer(run: Run) -> bool:
     """Stop the process executing ``run`` from writing more chunks: pause its stream as the run.
 
-    Recovery decides from what the run wrote, so the writer is fenced first (issue 17: a
-    forced *Mark interrupted* racing the run's finish). After the pause every append of the
+    Recovery decides from what the run wrote, so the writer is fenced first (a forced
+    *Mark interrupted* may race the run's finish). After the pause every append of the
     run raises StreamFenceError in its writer, which stops there; a ``finish`` it wrote
     before is read by the caller and the run ends ``completed``. Returns True when this
     call paused the stream, False when it was no longer active or is held by a later run

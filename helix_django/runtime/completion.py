@@ -1,4 +1,4 @@
-"""A run's completion in one thread hop (issue 23): its last step's commit, the terminal commit, its last chunks.
+"""A run's completion in one thread hop: its last step's commit, the terminal commit, its last chunks.
 
 The chunks are stored in the order separate writes would store them on every stream
 manager: the run's unflushed chunks with ``finish-step`` (when its last step ends here)

@@ -178,7 +178,7 @@ class EntriesMixin:
 
         ``by`` is who asked (:class:`~helix_django.models.CancelledBy`: ``user`` for the
         owner's routes, ``staff`` for the admin); the snapshot and the partial message's
-        ``helix`` metadata tell it (issue 17). The partial answer is kept, marked partial;
+        ``helix`` metadata tell it. The partial answer is kept, marked partial;
         the stream ends with ``cancelled`` (not failed). A run opening in this process (its
         stream claim in flight) is ended by its own task as soon as the claim returns, before
         its first step; a run whose task here ended without ending it (it suspended as the

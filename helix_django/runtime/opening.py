@@ -1,4 +1,4 @@
-"""A run's opening: its first chunks, the stream claim made inside the run-start commit (issue 23), its abort.
+"""A run's opening: its first chunks, the stream claim made inside the run-start commit, its abort.
 
 With the database stream manager on the store's database, the executor claims the
 session stream and stores the opening chunks inside the run-start transaction

@@ -73,7 +73,7 @@ class RunnerLoop:
         (the run's own tasks start in a fresh context too: :func:`start_task`).
         ``shielded``: the caller runs in a task no cancel reaches before this returns (the
         chat route's admitting task): on the loop where runs live ``coro`` is awaited in
-        it, without a task and the loop rounds a task costs before the first byte (issue 23).
+        it, without a task and the loop rounds a task costs before the first byte.
         """
         running = asyncio.get_running_loop()
         if running is self._loop:

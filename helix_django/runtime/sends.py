@@ -5,7 +5,7 @@ message, maybe an edit), a tool result or approval answer (a trailing assistant 
 or a regenerate. A send starts optimistically; the session's current run is examined only
 when the run-start commit finds it live (:meth:`SendsMixin._start_send`).
 
-A plain send in one thread hop (issue 23, "one hop and one transaction"): a chat route's
+A plain send in one thread hop and one transaction: a chat route's
 request makes one trip to the ORM's thread anyway (the host's middleware,
 authentication, the session read). A plain send (a new user message, ``submit-message``,
 no edit) also does its run-start commit in that trip, with the stream claim and the

@@ -54,8 +54,8 @@ class LoopRounds:
     :meth:`arm` schedules one plain callback (``call_soon``); it has run once the loop
     went round, which it does whenever the task suspended meanwhile. The run so yields
     after a provider event only when the provider handed it over without suspending: a
-    paced provider's delta costs one step of the run's task, not two (issue 23: a step
-    resumes the whole await chain of the run, several times a plain callback's cost).
+    paced provider's delta costs one step of the run's task, not two (a step resumes
+    the whole await chain of the run, several times a plain callback's cost).
     """
 
     __slots__ = ("_loop", "went_round")

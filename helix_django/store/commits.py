@@ -66,7 +66,7 @@ class RunStartRequest:
     ``in_transaction``: called with the result inside the run-start transaction, after
     its writes; what it returns is the result's ``joined``, and what it raises rolls the
     whole start back (the executor claims the stream there: one transaction and one
-    thread hop before the first byte, issue 23).
+    thread hop before the first byte).
     ``status``: the Run's first status (``streaming`` when the caller executes it at once:
     the run's task then writes no status of its own). ``read_context``: also read, in the
     same transaction, the committed rows before the response message (the result's

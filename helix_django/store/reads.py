@@ -122,7 +122,7 @@ def read_rows(session_id: str, *, before: int | None = None, using: str | None =
     Read where the router reads messages, or from ``using`` (inside a transaction there).
 
     One indexed SELECT with the driver's cursor: at 1 000 messages the ORM's per-row
-    conversion cost more than the query itself (issue 8, "Snapshot read").
+    conversion costs more than the query itself.
     """
     sql = (
         f"SELECT position, ui_id, role, parts, metadata, checkpoint_id FROM {Message._meta.db_table} "  # noqa: S608

@@ -2,8 +2,8 @@
 
 Each is one transaction fenced on the run id (002, "Superseded runs"), through
 :mod:`helix_django.store.rows`. :func:`commit_completion` is a run's last step and its end
-in one transaction that reads and writes each row once (issue 23: it had been the step
-commit then the terminal commit, each fencing, reading and writing the same rows).
+in one transaction that reads and writes each row once (not the step commit then the
+terminal commit, each fencing, reading and writing the same rows).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def helix_metadata(run_id: str, status: str, *, cancelled_by: str = "") -> dict[
 
     ``partial`` is true for every status but ``completed`` (000, "Store partial output
     explicitly"); ``cancelledBy`` (``user`` | ``staff`` | ``system``) only for a cancelled
-    run whose canceller is known (issue 17: the chat says who stopped it).
+    run whose canceller is known (the chat says who stopped it).
     """
     metadata: dict[str, Any] = {"runId": run_id, "status": status, "partial": status != RunStatus.COMPLETED}
     if status == RunStatus.CANCELLED and cancelled_by:
@@ -207,7 +207,7 @@ def lock_run(run_id: str) -> None:
     """Inside the caller's transaction: lock the run's session and check the run may still write.
 
     For a transaction that writes the run's stream before its commits (a run's last
-    writes, issue 23): it takes the session row first, the order every run write and run
+    writes): it takes the session row first, the order every run write and run
     start locks in. Raises RunNotFoundError, RunSupersededError (as every fenced write).
     """
     lock_fence(run_id)

@@ -6,8 +6,8 @@ appends queued by then are committed as one group (:mod:`.group_commit`), inline
 loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
 meanwhile form the next group. A lone append (nothing else ready on the loop, see
 :func:`is_last_callback`) is committed inline at once: it does not wait a loop round that
-could add nothing to its group. (The ORM thread's path keeps its ``call_soon`` round:
-starting its drain task at once hung a run on PostgreSQL, not understood yet.) A batch
+could add nothing to its group. (The ORM thread's path keeps its ``call_soon`` round: on
+PostgreSQL a drain task started at once can hang a run; docs/performance-history.md.) A batch
 whose commit fails transiently retries on a task of its own, so nothing queued behind it
 waits for its backoff.
 """
@@ -36,7 +36,7 @@ def is_last_callback(loop: asyncio.AbstractEventLoop) -> bool:
     A drain scheduled with ``call_soon`` then runs first thing in the next round, before
     any timer or socket callback of that round, so it would commit exactly the appends
     queued by now: the round trip gains no batching and only costs a loop iteration (a
-    selector call) per lone append (issue 23). Reads asyncio's ready queue (``_ready``,
+    selector call) per lone append. Reads asyncio's ready queue (``_ready``,
     a deque in ``BaseEventLoop`` since Python 3.4); a loop without one (uvloop) keeps the
     ``call_soon`` round.
     """

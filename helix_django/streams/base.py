@@ -142,7 +142,7 @@ class BaseStreamManager(abc.ABC):
         """Whether a claim may be made inside a transaction of database ``alias`` (see :meth:`claim_in_transaction`).
 
         The database manager on that alias: a run's start and its stream claim are then
-        one transaction and one thread hop (issue 23). False for every other manager.
+        one transaction and one thread hop. False for every other manager.
         """
         return False
 
@@ -159,7 +159,7 @@ class BaseStreamManager(abc.ABC):
         """Return :meth:`get_info`'s answer synchronously, on the ORM's thread.
 
         Only where :meth:`joins_transactions_of` is true (a send's run-start commit reads
-        the head in its request's one thread hop, issue 23). Raises StreamConnectionError.
+        the head in its request's one thread hop). Raises StreamConnectionError.
         """
         raise NotImplementedError
 
@@ -171,7 +171,7 @@ class BaseStreamManager(abc.ABC):
         """Store ``chunks`` inside the caller's transaction, on the ORM's thread; return what was written.
 
         Only where :meth:`joins_transactions_of` is true (a run's last step, its terminal
-        commit and its stream's end are then one transaction, issue 23). Fenced as
+        commit and its stream's end are then one transaction). Fenced as
         :meth:`append`: raises StreamFenceError, and the caller's transaction rolls back.
         Once it committed, pass every write, in order, to :meth:`wrote_in_transaction`.
         """

@@ -63,7 +63,7 @@ class _LoopListener:
                     # The layer's default prefix, the one Channels' consumers use: channels_redis
                     # serves every process-local channel of one prefix from one Redis list, and
                     # whichever receive() holds its lock blocks on that prefix's list only, so a
-                    # channel of its own prefix would wait behind any consumer's receive (issue 21).
+                    # channel of its own prefix would wait behind any consumer's receive.
                     self.channel = await layer.new_channel()
                     self.ready.set()
                 message = await layer.receive(self.channel)

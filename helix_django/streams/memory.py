@@ -81,7 +81,7 @@ class MemoryStreamManager(BaseStreamManager):
         """Store ``chunks`` now and return a settled future of their sequences (or of the fence error).
 
         No task per flush: the base class's task would cost a loop round per delta for a
-        write that never waits (issue 23).
+        write that never waits.
         """
         future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
         try:

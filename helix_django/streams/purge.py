@@ -1,4 +1,4 @@
-"""A deleted session takes its stream's chunks with it (issue 4, "Ownership and security").
+"""A deleted session takes its stream's chunks with it.
 
 Chat ids are minted by clients, so a later session may take the id of a deleted one and,
 with it, the same stream id. When a :class:`~helix_django.models.ChatSession` row is

@@ -47,7 +47,7 @@ class ResumableReader:
         """``subscribed``: a waiter subscribed before the caller's read that returned ``info``
         and ``chunks`` (its chunks after ``from_sequence``, yielded first). When that read
         reached the head the reader keeps the waiter, so its first wait needs no read of its
-        own unless the waiter fired: the caller's read stands in for it (issue 23)."""
+        own unless the waiter fired: the caller's read stands in for it."""
         self.manager = manager
         self.stream_id = stream_id
         self.current_sequence = from_sequence
@@ -90,7 +90,7 @@ class ResumableReader:
     @property
     def caught_up(self) -> asyncio.Event:
         """Set once every backlog chunk up to ``catch_up_head`` was yielded (made on first use:
-        an idle reader nobody asks holds none, issue 23)."""
+        an idle reader nobody asks holds none)."""
         if self._caught_up is None:
             self._caught_up = asyncio.Event()
             if self._is_caught_up:

@@ -159,7 +159,7 @@ class StreamWriter:
         """Wait for the append in flight, then hand over the pending chunks and ``last``, stamped as a flush would.
 
         For a caller that stores them itself: a run's last chunks are stored with its
-        terminal commit (issue 23). ``last`` never goes out in a flush of its own (as a
+        terminal commit. ``last`` never goes out in a flush of its own (as a
         :meth:`write` after a quiet window would). The writer holds none of them
         afterwards; the caller sets :attr:`last_sequence` once they are stored. Raises the
         error of a failed earlier flush.
