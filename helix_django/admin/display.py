@@ -18,7 +18,7 @@ from django.utils.translation import gettext as _
 from helix_django.models import ChatSession, RunStatus
 
 #: Badge colour family of each status: ``attention`` needs a person, ``live`` is running.
-STATUS_FAMILY = {
+STATUS_FAMILY: dict[str, str] = {
     RunStatus.STARTING: "live",
     RunStatus.STREAMING: "live",
     RunStatus.TOOLING: "live",
@@ -95,4 +95,4 @@ def session_title(session: ChatSession) -> SafeString:
 
 def owner(session: ChatSession) -> str:
     """Return the owner's username (``USERNAME_FIELD``), or "anonymous" for a visitor's session."""
-    return session.owner.get_username() if session.owner_id else _("anonymous")
+    return session.owner.get_username() if session.owner is not None else _("anonymous")

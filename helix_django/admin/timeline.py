@@ -110,7 +110,7 @@ def timings(run: Run, chunks: list[tuple[int, dict[str, Any]]]) -> list[tuple[st
 
     Durations come from the run's own times and the chunks' store times; "—" when unknown.
     """
-    times = [(c.get("type"), c.get(WRITTEN_AT_KEY)) for _, c in chunks if isinstance(c.get(WRITTEN_AT_KEY), int)]
+    times = [(c.get("type"), written_at) for _, c in chunks if isinstance(written_at := c.get(WRITTEN_AT_KEY), int)]
     started = run.started_at or run.created_at
     first_token = next((ms for kind, ms in times if kind in TOKEN_TYPES), None)
     gaps = [b[1] - a[1] for a, b in itertools.pairwise(times)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from django.core.exceptions import FieldError
 from django.db import connections, router
 from django.db.models import Field, Model
 from django.db.models.signals import post_save, pre_save
@@ -96,11 +97,28 @@ def _update_statement(
     model: type[Model], using: str, names: tuple[str, ...], keys: tuple[str, ...]
 ) -> tuple[str, tuple[Field, ...], tuple[Field, ...]]:
     meta, quote = model._meta, connections[using].ops.quote_name
-    fields = tuple(meta.get_field(name) for name in names)
-    where = tuple(meta.get_field(name) for name in keys)
-    assignments = ", ".join(f"{quote(field.column)} = %s" for field in fields)
-    conditions = " AND ".join(f"{quote(field.column)} = %s" for field in where)
+    fields, columns = _concrete_fields(model, names)
+    where, key_columns = _concrete_fields(model, keys)
+    assignments = ", ".join(f"{quote(column)} = %s" for column in columns)
+    conditions = " AND ".join(f"{quote(column)} = %s" for column in key_columns)
     return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {conditions}", fields, where  # noqa: S608
+
+
+def _concrete_fields(model: type[Model], names: tuple[str, ...]) -> tuple[tuple[Field, ...], tuple[str, ...]]:
+    """Return the fields of ``model`` named ``names`` (names or attnames) and their columns, in order.
+
+    Raises FieldDoesNotExist for an unknown name, FieldError for one without a column (a
+    reverse relation).
+    """
+    fields: list[Field] = []
+    columns: list[str] = []
+    for name in names:
+        field = model._meta.get_field(name)
+        if not isinstance(field, Field) or field.column is None:
+            raise FieldError(f"{model._meta.label}.{name} is not a concrete field")
+        fields.append(field)
+        columns.append(field.column)
+    return tuple(fields), tuple(columns)
 
 
 def _db_value(field: Field, value: Any) -> Any:

@@ -174,7 +174,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
             self.tail.forget(stream_id)
         for number, write in enumerate(stored, start=1):
             assert write.info is not None  # a write that stored chunks knows the stream it left
-            info = final if number == len(stored) else write.info
+            info = final if number == len(stored) and final is not None else write.info
             self.tail.extend(stream_id, info, write.sequences[0], write.payloads)
         self.notifier.notify(stream_id)
         if stored:  # after the woken readers, which the loop runs first (FIFO)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from pathlib import Path
+from typing import cast
 from urllib.parse import urljoin
 
 from django import template
@@ -32,8 +33,11 @@ def _static_base_url() -> str:
 
     if apps.is_installed("django.contrib.staticfiles"):
         from django.contrib.staticfiles.storage import staticfiles_storage
+        from django.core.files.storage import FileSystemStorage
 
-        return staticfiles_storage.base_url or "/"
+        # Storage declares no base_url: helix reads the one FileSystemStorage (and so
+        # StaticFilesStorage, ManifestStaticFilesStorage) has.
+        return cast(FileSystemStorage, staticfiles_storage).base_url or "/"
     return settings.STATIC_URL or "/"
 
 
@@ -73,9 +77,10 @@ def js_catalog(language: str | None = None) -> dict[str, object]:
     locale folder and the host's ``LOCALE_PATHS`` (which win), with ``LANGUAGE_CODE``'s
     catalog as the fallback, as ``JavaScriptCatalog`` builds it. ``{}`` catalog for English.
     """
-    view = JavaScriptCatalog(domain="djangojs", packages=["helix_django"])
+    packages = ["helix_django"]
+    view = JavaScriptCatalog(domain="djangojs", packages=packages)
     locale = language or get_language() or settings.LANGUAGE_CODE
-    view.translation = DjangoTranslation(locale, domain="djangojs", localedirs=view.get_paths(view.packages))
+    view.translation = DjangoTranslation(locale, domain="djangojs", localedirs=view.get_paths(packages))
     return {"catalog": view.get_catalog(), "plural": view.get_plural()}
 
 
