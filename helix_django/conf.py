@@ -62,6 +62,8 @@ DEFAULTS: dict[str, Any] = {
     # Lease held by the process executing a run; renewed every LEASE_RENEW_SECONDS.
     "LEASE_SECONDS": 30,
     "LEASE_RENEW_SECONDS": 10,
+    # How long the relaunch scan follows a provider operation still running after its process died (0: never).
+    "OPERATION_WAIT_SECONDS": 300,
     # On SIGTERM, how long live runs may finish before the rest are ended interrupted (0: no drain).
     "DRAIN_SECONDS": 10,
     # A live run with no event for this long is listed as stuck in the admin.

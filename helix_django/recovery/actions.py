@@ -41,8 +41,7 @@ from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolEx
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.recovery import inventory as inv
-from helix_django.recovery.outcomes import acomplete_from_provider, ainterrupt
-from helix_django.recovery.partial import arebuild_partial
+from helix_django.recovery.follow import aend_from_operation
 from helix_django.recovery.provider import aquery_operation
 from helix_django.recovery.scan import SCAN_OWNER, arecover_run
 from helix_django.signals import recovery_action_taken
@@ -84,18 +83,8 @@ async def _check_status(run: Run) -> tuple[str, str]:
         raise RunNotActionableError(cause="check_status")
     recovering = await Run.objects.aget(pk=run.id)
     query = await aquery_operation(recovering)
-    result = query.result
     try:
-        if result is not None and result.status == "completed" and not result.tool_calls:
-            await acomplete_from_provider(recovering, result)
-            return "completed", ""
-        partial = await arebuild_partial(recovering)
-        cause = query.reason if result is None else f"provider_{result.status}"
-        invalidate = result is not None and result.status == "unknown"
-        await ainterrupt(
-            recovering, partial, stage=run.interrupted_stage or "recovering", cause=cause, invalidate=invalidate
-        )
-        return cause, ""
+        return await aend_from_operation(recovering, query, stage=run.interrupted_stage or "recovering"), ""
     except RunSupersededError:
         # Cancelled (or otherwise ended) while the provider was being asked: that decision stands.
         return "changed_meanwhile", ""

@@ -9,7 +9,8 @@ this host no longer exists: :mod:`helix_django.processes`):
 2. is there a provider operation id? 3. which tool executions are persisted? (started
    without a result -> ``unknown``, never re-run);
 4. query the provider's durable state where it can be queried (bounded retries) ->
-   ``completed`` from the provider's output;
+   ``completed`` from the provider's output; still running -> ``recovering``, followed
+   until it ends (:mod:`helix_django.recovery.follow`), then completed from its output;
 5. otherwise mark the run ``interrupted``, partial output kept, its stream failed with a
    typed, retryable ``run_interrupted`` error;
 6. the fitting actions are then offered by :func:`~helix_django.recovery.inventory.available_actions`.
@@ -20,6 +21,7 @@ before the process died ends the run ``cancelled``: a cancelled run stays cancel
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -36,6 +38,7 @@ from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.processes import is_certainly_gone, lease_owner_id
+from helix_django.recovery.follow import afollow_operation
 from helix_django.recovery.inventory import lease_expired_q
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
@@ -111,7 +114,13 @@ def expired_run_ids(now: datetime | None = None, limit: int | None = None) -> li
 
 
 async def arecover_run(
-    run_id: str, *, dry_run: bool = False, force: bool = False, query_provider: bool = True, cause: str = "process_lost"
+    run_id: str,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
+    query_provider: bool = True,
+    cause: str = "process_lost",
+    followers: list[asyncio.Task[str]] | None = None,
 ) -> RunDecision:
     """Inspect one run and end it as the six steps say (module docstring); return the decision.
 
@@ -120,6 +129,9 @@ async def arecover_run(
     ``cause`` is recorded on a run ended ``interrupted`` without a provider's word
     (``process_lost``; ``server_stopped`` for a run a stopping process ends); such a run's
     provider operation is cancelled (:func:`~helix_django.recovery.provider.acancel_operation`).
+    With ``followers`` (the scan's list), a run whose operation is still running goes to
+    ``recovering`` (outcome ``recovering``) and a task following it is appended
+    (:mod:`helix_django.recovery.follow`); without, it is ended ``interrupted``.
     Raises RunNotFoundError for an unknown run; StreamConnectionError when chunks cannot be read.
     """
     run = await Run.objects.filter(pk=run_id).afirst()
@@ -148,7 +160,7 @@ async def arecover_run(
     partial = await arebuild_partial(run)  # after the fence: what the writer wrote before it decides
     decision.partial_chars, decision.stage = partial.text_chars, _stage(run, partial.text_chars > 0)
     try:
-        await _decide(run, partial, decision, query_provider=query_provider, cause=cause)
+        await _decide(run, partial, decision, query_provider=query_provider, cause=cause, followers=followers)
         if decision.outcome == "interrupted" and not query_provider:
             await acancel_operation(run)  # given up without the provider's word: nothing generates unseen
     except RunSupersededError:
@@ -214,7 +226,27 @@ async def release_fence(run_id: str) -> None:
         await aclose_stream(run, end, end_status=None, error=body)
 
 
-async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: bool, cause: str) -> None:
+async def _start_following(run: Run, followers: list[asyncio.Task[str]]) -> bool:
+    """Move ``run`` to ``recovering`` and follow its still-running operation (:mod:`.follow`); False when
+    following is off (``OPERATION_WAIT_SECONDS`` 0) or the run changed meanwhile."""
+    if helix_settings.OPERATION_WAIT_SECONDS <= 0:
+        return False
+    owner = SCAN_OWNER()
+    moved = await store.atransition_run(
+        run.id,
+        frozenset({run.status}),
+        RunStatus.RECOVERING,
+        lease_owner=owner,
+        lease_seconds=helix_settings.LEASE_SECONDS,
+    )
+    if moved:
+        followers.append(asyncio.ensure_future(afollow_operation(run.id, owner)))
+    return moved
+
+
+async def _decide(
+    run: Run, partial, decision: RunDecision, *, query_provider: bool, cause: str, followers: list | None = None
+) -> None:
     # 0. a person asked to cancel before the process died: it stays cancelled.
     if run.cancel_requested_at is not None or partial.end_status == "cancelled":
         await acancel_ended(run, partial, provider_cancel_result=run.provider_cancel_result or "not_requested")
@@ -240,6 +272,10 @@ async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: b
             await acomplete_from_provider(run, result)
             decision.outcome, decision.reason = "completed", "provider_completed"
             return
+        if result is not None and result.status == "in_progress" and followers is not None:
+            if await _start_following(run, followers):
+                decision.outcome, decision.reason = "recovering", "provider_in_progress"
+                return
         if result is None:
             cause = query.reason if query.reason != "ok" else "status_unavailable"
         elif result.status == "unknown":
@@ -256,6 +292,9 @@ async def _decide(run: Run, partial, decision: RunDecision, *, query_provider: b
 async def arecover(*, dry_run: bool = False, limit: int | None = None, now: datetime | None = None) -> ScanReport:
     """Run the relaunch scan over every expired in-flight run (module docstring); return the report.
 
+    Runs whose provider operation is still running are followed until it ends (at most
+    ``OPERATION_WAIT_SECONDS``) before the scan returns: their decision says ``recovering``.
+
     A run that fails to be read is reported as ``skipped`` with reason ``error:<code>``;
     the scan goes on with the next run.
     """
@@ -263,11 +302,14 @@ async def arecover(*, dry_run: bool = False, limit: int | None = None, now: date
 
     now = now or timezone.now()
     report = ScanReport(is_dry_run=dry_run)
+    followers: list[asyncio.Task[str]] = []
     for run_id in await sync_to_async(expired_run_ids)(now, limit):
         try:
-            report.decisions.append(await arecover_run(run_id, dry_run=dry_run))
+            report.decisions.append(await arecover_run(run_id, dry_run=dry_run, followers=followers))
         except Exception as exc:  # noqa: BLE001 - one bad run must not stop the scan
             report.decisions.append(RunDecision(run_id, "", "skipped", f"error:{as_helix_error(exc).code}"))
+    if followers:  # the operations still running, followed together until each ends (bounded)
+        await asyncio.gather(*followers)
     counts = {k: v for k, v in report.counts.items() if k in telemetry.ALLOWED_FIELDS}
     # A periodic scan that found nothing is routine: keep it out of INFO logs.
     telemetry.emit("recovery.scan", level=logging.INFO if report.decisions else logging.DEBUG, **counts)

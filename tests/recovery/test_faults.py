@@ -274,14 +274,25 @@ def test_external_tool_reports_a_duplicate_success(daphne_server_factory, tracke
 DURABLE = {"TEXT": REPLY, "PACE_TPS": 8, "DURABLE": True, "CACHE_ALIAS": "helix"}
 
 
-def test_provider_operation_completed_while_the_process_was_down(daphne_server_factory, settings):
-    import time
-
+def test_provider_operation_still_running_after_the_process_died_completes_the_run(daphne_server_factory, settings):
     server, chat, run = kill_at(daphne_server_factory, DURABLE, lambda c: bool(c.persisted_text()))
     run.refresh_from_db()
     assert run.provider_operation_id.startswith("scrop_")
     settings.HELIX = agent(DURABLE)
-    assert "interrupted (provider_in_progress)" in recover()  # the operation is still running
+    # The operation is still running: the scan follows it (the run is recovering) until it completes.
+    assert "recovering (provider_in_progress)" in recover()
+    run.refresh_from_db()
+    assert run.status == "completed", (run.status, run.error_detail())
+    row = Message.objects.get(session_id=chat.session_id, position=1)
+    assert row.text == REPLY and row.metadata["helix"]["partial"] is False
+
+
+def test_check_status_of_an_interrupted_run_completes_it_once_the_operation_finished(daphne_server_factory, settings):
+    import time
+
+    server, chat, run = kill_at(daphne_server_factory, DURABLE, lambda c: bool(c.persisted_text()))
+    settings.HELIX = {**agent(DURABLE), "OPERATION_WAIT_SECONDS": 0}  # the scan does not wait for it
+    assert "interrupted (provider_in_progress)" in recover()
     run.refresh_from_db()
     assert run.status == "interrupted"
     assert run.error_code == "run_interrupted"
