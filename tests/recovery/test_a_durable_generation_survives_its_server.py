@@ -1,6 +1,6 @@
 """A generation whose provider operation outlives its server finishes as the same generation.
 
-Seen: with a durable provider operation, a SIGKILL mid-answer and a restart ended the run
+Seen: with a durable provider operation, a SIGKILL (or a deploy's SIGTERM) mid-answer and a restart ended the run
 ``interrupted`` with the partial text although the provider went on generating; the client
 resuming from its cursor got ``run_interrupted`` and no rest. Now the restarted process's
 relaunch scan finds the operation still running, follows it (the run is ``recovering``), and
@@ -35,15 +35,19 @@ def _resume_until_ended(chat: LiveChat, cursor: int, seconds: float) -> list:
     raise AssertionError("the run never ended on the wire")
 
 
-def test_a_killed_servers_durable_answer_completes_as_the_same_run(daphne_server_factory):
+@pytest.mark.parametrize("stop", ["sigkill", "sigterm"])
+def test_a_stopped_servers_durable_answer_completes_as_the_same_run(daphne_server_factory, stop):
     server = daphne_server_factory(
         asgi_app="tests.recovery.asgi_recovering:application",
-        helix={**agent(DURABLE), "LEASE_SECONDS": 30, "LEASE_RENEW_SECONDS": 10},
+        helix={**agent(DURABLE), "LEASE_SECONDS": 30, "LEASE_RENEW_SECONDS": 10, "DRAIN_SECONDS": 1},
     )
     chat = LiveChat(server, user_token())
     chat.send(until=lambda c: len(c.text) > 10)
     cursor = chat.chunks[-1][0]
-    server.kill()
+    if stop == "sigkill":
+        server.kill()
+    else:  # a deploy: the drain leaves the durable operation to the next process
+        assert server.stop(timeout=15) == 0
     run = chat.run()
     operation = run.provider_operation_id
     assert run.status == RunStatus.STREAMING and operation
