@@ -163,6 +163,26 @@ def lists(actor: Actor) -> list[Answer]:
     ]
 
 
+def claims(actor: Actor, session_id: str) -> list[Answer]:
+    """A delete of the session and a create of its id (``claim``): what a stranger tries on another's session."""
+    return [
+        answer_of("delete it", actor.http("DELETE", f"{PREFIX}/sessions/{session_id}/")),
+        answer_of("claim", actor.http("POST", f"{PREFIX}/sessions/", json={"id": session_id})),
+    ]
+
+
+def wrong_methods(actor: Actor, session_id: str, run_id: str) -> list[Answer]:
+    """A ``PUT`` on every route (none takes one): a typed 405, or the host policy's refusal.
+
+    The REST views run the policy first (DRF's order), the chat, AI SDK and raw stream routes
+    refuse the method first (docs/transport.md): either is a typed 4xx.
+    """
+    base, run = f"{PREFIX}/sessions/{session_id}", f"{PREFIX}/sessions/{session_id}/runs/{run_id}"
+    paths = [f"{base}/chat", f"{PREFIX}/chat", f"{PREFIX}/chat/{session_id}/stream", f"{base}/stream", f"{base}/"]
+    paths += [f"{base}/snapshot", f"{base}/runs/", f"{run}/cancel", f"{run}/recovery", f"{PREFIX}/sessions/"]
+    return [answer_of(f"PUT {path}", actor.http("PUT", path, json={})) for path in paths]
+
+
 def walk(actor: Actor, session_id: str, run_id: str) -> list[Answer]:
     """Every surface on one session as ``actor``: the reads, the writes on ``run_id``, the lists."""
     return [*reads(actor, session_id, run_id), *writes(actor, session_id, run_id), *lists(actor)]

@@ -18,10 +18,10 @@ import httpx
 import pytest
 from django.utils.crypto import get_random_string
 
-from helix_django.models import Run
+from helix_django.models import ChatSession, Run
 from tests.host.admin_pages import admin_answers, staff_admin
 from tests.host.sites import new_session_id
-from tests.host.surfaces import Actor, Answer, assert_well_formed, reads, send, walk
+from tests.host.surfaces import Actor, Answer, assert_well_formed, claims, reads, send, walk, wrong_methods
 from tests.transport.conftest import agent_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
@@ -47,21 +47,40 @@ ANONYMOUS = ("signed_cookies", "anonymous")
 HTTPS = {"X-Forwarded-Proto": "https"}
 SESSION_SURFACES = ("chat resume", "ai sdk reconnect", "raw stream", "session", "snapshot", "runs", "recovery")
 SENDS = ("chat send", "ai sdk send", "ws send")
-WRITES = ("chat send", "ai sdk send", "cancel", "tool-results")
-STRANGER_SURFACES = (*SESSION_SURFACES, "chat resume, no cursor", "cancel", "tool-results", "ws resume", "ws cancel")
+WRITES = (
+    "chat send",
+    "ai sdk send",
+    "cancel",
+    "tool-results",
+    "regenerate",
+    "continue",
+    "keep",
+    "discard",
+    "delete it",
+)
+STRANGER_SURFACES = (
+    *SESSION_SURFACES,
+    *("chat resume, no cursor", "cancel", "tool-results", "regenerate", "continue", "keep", "discard"),
+    *("ws resume", "ws cancel", "delete it"),
+)
 
 
 def by_surface(answers: list[Answer]) -> dict[str, Answer]:
     return {answer.surface: answer for answer in answers}
 
 
+def anonymous_browser(site) -> Actor:
+    """A visitor's browser, with the CSRF cookie any page of the host with a form sets."""
+    browser = httpx.Client(timeout=30)
+    browser.cookies["csrftoken"] = get_random_string(32)
+    return Actor(site, client=browser)
+
+
 def owner_of(site, profile: str) -> Actor:
     """Who owns the walked session: an anonymous browser, staff, or alice (holding helix's permissions)."""
     headers = HTTPS if profile == "ssl_redirect" else {}
     if profile in ANONYMOUS:
-        browser = httpx.Client(timeout=30)
-        browser.cookies["csrftoken"] = get_random_string(32)  # as any page of the host with a form sets it
-        return Actor(site, client=browser, headers=headers)
+        return anonymous_browser(site)
     if profile == "model_permissions":
         from django.contrib.auth.models import Permission
 
@@ -123,13 +142,23 @@ def assert_refused_alike(answers: list[Answer], status: int, code: str) -> None:
             assert answer.close == 4000 + status, where
 
 
-def walk_as_stranger(site, profile: str, owner: Actor, session_id: str, run_id: str) -> None:
-    """Bob on alice's session is answered as on a session that does not exist, and changes nothing."""
-    bob = Actor(site, "bob", headers=owner.headers)
+def assert_wrong_methods_refused(owner: Actor, bob: Actor, session_id: str, run_id: str) -> None:
+    """A ``PUT`` on every route is a typed 405 or the policy's refusal, and bob's on her session as on none."""
+    for answer in wrong_methods(owner, session_id, run_id):
+        assert_well_formed(answer)
+        assert answer.status in (403, 405, 429), answer
+    unknown = new_session_id()
+    for mine, none in zip(wrong_methods(bob, session_id, run_id), wrong_methods(bob, unknown, run_id), strict=True):
+        assert_well_formed(mine)
+        assert (mine.status, mine.code) == (none.status, none.code) or 429 in (mine.status, none.status), (mine, none)
+
+
+def walk_as_stranger(site, profile: str, bob: Actor, session_id: str, run_id: str) -> None:
+    """A stranger (bob) on alice's session is answered as on a session that does not exist, and changes nothing."""
     runs_before = Run.objects.filter(session_id=session_id).count()
     sends = [send(bob, surface, session_id, "not mine") for surface in SENDS]
-    theirs = by_surface([*sends, *walk(bob, session_id, run_id)])
-    unknown = by_surface(walk(bob, new_session_id(), run_id))
+    theirs = by_surface([*sends, *walk(bob, session_id, run_id), *claims(bob, session_id)])
+    unknown = by_surface([*walk(bob, new_session_id(), run_id), *claims(bob, new_session_id())[:1]])
     for answer in [*theirs.values(), *unknown.values()]:
         assert_well_formed(answer)
     assert Run.objects.filter(session_id=session_id).count() == runs_before
@@ -149,6 +178,8 @@ def walk_as_stranger(site, profile: str, owner: Actor, session_id: str, run_id: 
         refused = [s for s in (*STRANGER_SURFACES, *SENDS) if s not in (*forbidden, "ai sdk reconnect", "raw stream")]
         assert_refused_alike([theirs[s] for s in refused], 404, "state_session_not_found")
         assert session_id not in [s["id"] for s in theirs["sessions"].body["results"]]
+        assert 400 <= theirs["claim"].status < 500, theirs["claim"]
+    assert ChatSession.objects.filter(pk=session_id).exists()
 
 
 def assert_throttled_once_over(answers: list[Answer], limit: int = 4) -> None:
@@ -198,7 +229,10 @@ def test_every_surface_obeys_the_hosts_profile(host_site, profile):
                 assert (answer.close, answer.frames[-1].get("cause")) == (4403, "https"), answer
             else:
                 assert answer.status == 301, answer
-    walk_as_stranger(site, profile, owner, sid, run_id)
+    assert_wrong_methods_refused(owner, Actor(site, "bob", headers=owner.headers), sid, run_id)
+    walk_as_stranger(site, profile, Actor(site, "bob", headers=owner.headers), sid, run_id)
+    if profile in ANONYMOUS:
+        walk_as_stranger(site, profile, anonymous_browser(site), sid, run_id)
     walk_the_admin(site, profile, owner, sid, run_id)
 
 
