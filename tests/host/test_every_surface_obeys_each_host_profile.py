@@ -1,15 +1,18 @@
 """Every helix surface obeys the host's settings, profile by profile, for the owner and for a stranger.
 
 For each host profile (:mod:`tests.host.profiles`) one live site is walked on every surface
-(:mod:`tests.host.surfaces`): the chat route, the AI SDK routes, the raw stream route, the
-WebSocket, the REST and recovery views and the schema. The owner (alice; staff under
-``admin_only``; an anonymous browser under ``ALLOW_ANONYMOUS``) sends on each send surface,
-reads everything before and after her later turns (a second GET is live, never a cached
-first) and posts every write; bob walks the same surfaces on her session and on an unknown
-one and is answered alike: 404 ``state_session_not_found`` (close 4404) where the host lets
-him in. Every answer is well formed (never a 5xx, typed refusals, one ``no-store``
-``Cache-Control``, helix's own JSON with ISO 8601 timestamps), and the profile's own rule
-holds on every surface.
+(:mod:`tests.host.surfaces`, :mod:`tests.host.admin_pages`): the chat route, the AI SDK
+routes, the raw stream route, the WebSocket, the REST and recovery views, the schema and the
+admin. The owner (alice; staff under ``admin_only``; an anonymous browser under
+``ALLOW_ANONYMOUS``) sends on each send surface, reads everything before and after her later
+turns (a second GET is live, never a cached first) and posts every write. Bob (and, under
+``ALLOW_ANONYMOUS``, a stranger's browser) walks the same surfaces on her session, tries to
+delete and claim it, and is answered as on an unknown session: 404 (close 4404) where the
+host lets him in, its policy's 403 where it does not; nothing of hers changes. Every answer
+is well formed (never a 5xx, typed refusals, one ``no-store`` ``Cache-Control``, helix's own
+JSON with ISO 8601 timestamps), a ``PUT`` anywhere is a typed refusal, and the profile's own
+rule holds on every surface. Staff read every helix admin page; a user without an admin
+session is sent to its login.
 """
 
 from __future__ import annotations
