@@ -20,6 +20,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404
+from django.utils.cache import add_never_cache_headers
 from django.utils.translation import gettext_lazy
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -147,7 +148,9 @@ class TypedRefusals:
 
     A refusal is rendered as JSON whatever renderer the request negotiated: a success may
     be the host's browsable API (``Accept: text/html``, ``?format=api``), a refusal is never
-    its HTML page (nor the schema view's YAML).
+    its HTML page (nor the schema view's YAML). A refusal is never cacheable: it carries
+    Django's ``never_cache`` headers (one ``Cache-Control`` with ``no-store``), the schema
+    view's too, whose success a cache may keep.
     """
 
     def perform_content_negotiation(self, request: Any, force: bool = False) -> Any:  # noqa: FBT001, FBT002
@@ -158,8 +161,9 @@ class TypedRefusals:
             raise NotAcceptableError(gettext_lazy("Format not served"), cause="format") from None
 
     def handle_exception(self, exc: Exception) -> Any:
-        """Return the typed refusal of ``exc``, rendered by helix's ``HelixJSONRenderer`` (never the negotiated one)."""
+        """Return the typed refusal of ``exc`` (``HelixJSONRenderer``, ``never_cache`` headers)."""
         response = super().handle_exception(exc)  # type: ignore[misc]
+        add_never_cache_headers(response)
         self.request.accepted_renderer, self.request.accepted_media_type = (  # type: ignore[attr-defined]
             HelixJSONRenderer(),
             "application/json",

@@ -53,7 +53,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 2,
 }
-STATIC_ROOT = os.path.join(tempfile.gettempdir(), "helix-tests", f"static-{os.getpid()}")
+#: The test process's own; its live servers are given it (``HELIX_HOST_STATIC_ROOT``) to serve its manifest.
+STATIC_ROOT = os.environ.get("HELIX_HOST_STATIC_ROOT") or os.path.join(
+    tempfile.gettempdir(), "helix-tests", f"static-{os.getpid()}"
+)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},

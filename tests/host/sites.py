@@ -109,6 +109,8 @@ def make_users() -> dict[str, HostUser]:
 @pytest.fixture
 def host_site(transactional_db):
     """Start a live host site of a profile: ``host_site("admin_only", helix={...})``; stopped at teardown."""
+    from django.conf import settings
+
     started: list[LiveServer] = []
     users = make_users()
 
@@ -117,7 +119,11 @@ def host_site(transactional_db):
         server = LiveServer(
             asgi_app="tests.host.asgi:application",
             settings_module="tests.host.profiles",
-            env={"HELIX_HOST_PROFILE": profile, "HELIX_HOST_CACHE_DIR": cache_dir},
+            env={
+                "HELIX_HOST_PROFILE": profile,
+                "HELIX_HOST_CACHE_DIR": cache_dir,
+                "HELIX_HOST_STATIC_ROOT": str(settings.STATIC_ROOT),  # collected by the conftest, with its manifest
+            },
             helix=helix,
             extra_args=["--root-path", root] if root else [],
         )
