@@ -96,10 +96,15 @@ class InFlight:
         Run.objects.filter(pk=self.run_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
 
 
-def durable_agents(**options: Any) -> dict[str, Any]:
-    """Return a ``HELIX`` override whose default agent uses the scripted provider in durable mode."""
+def durable_agents(*, follow: bool = False, **options: Any) -> dict[str, Any]:
+    """Return a ``HELIX`` override whose default agent uses the scripted provider in durable mode.
+
+    Without ``follow`` the relaunch scan does not wait for an operation still running
+    (``OPERATION_WAIT_SECONDS`` 0): it ends the run ``interrupted``, which Check status then reconciles.
+    """
     return {
         "FLUSH_INTERVAL_MS": 5,
+        "OPERATION_WAIT_SECONDS": 0 if not follow else 300,
         "AGENTS": {
             "default": {
                 "PROVIDER": {

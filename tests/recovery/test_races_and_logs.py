@@ -22,8 +22,10 @@ ANSWER = "CONFIDENTIAL-ANSWER the lease is renewed every ten seconds"
 
 
 def gated_agents(**options):
+    """The gated durable provider; the scan ends a run whose operation runs ``interrupted`` (no follow): Check status' turn."""
     return {
         "FLUSH_INTERVAL_MS": 5,
+        "OPERATION_WAIT_SECONDS": 0,
         "AGENTS": {
             "default": {
                 "PROVIDER": {"BACKEND": "tests.recovery.gated.GatedProvider", "OPTIONS": {"DURABLE": True, **options}},
