@@ -4,7 +4,7 @@ A bare ASGI route (:mod:`bench.asgi`) authenticates nobody and runs no Django; h
 routes run the site's middleware and its DRF authentication before anything of their own.
 These two DRF views are what any authenticated endpoint of the same site costs: Django's
 ASGI handler, the site's middleware (``bench.settings.MIDDLEWARE``) and the same
-authentication classes as helix's routes (:func:`helix_django.api.policy.authentication_classes`,
+authentication classes as helix's routes (:func:`helix_django.access.policy.authentication_classes`,
 here DRF's token authentication), with ``IsAuthenticated``. Their responses are as small as
 the bare routes': ``ping`` answers ``ok`` to a POST, ``sse`` streams timestamped frames at
 a pace like ``/bench/sse``. The rows that use them carry no target: they show how much of
@@ -16,7 +16,7 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.views import APIView
 
 from bench.frames import paced_deltas
-from helix_django.api import policy
+from helix_django.access import policy
 
 
 class _Authenticated(APIView):

@@ -102,12 +102,12 @@ DEFAULTS: dict[str, Any] = {
     # database restarting, unreachable, locked, out of disk) before the run fails with it.
     "DATABASE_RETRY_SECONDS": 10,
     # DRF classes of every helix route (import strings); None: the host's REST_FRAMEWORK
-    # defaults (helix_django.api.policy).
+    # defaults (helix_django.access.policy).
     "AUTHENTICATION_CLASSES": None,
     "PERMISSION_CLASSES": None,
     "THROTTLE_CLASSES": None,
     # Pagination of the list endpoints (import string or class); None: the host's
-    # REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"]; "": never paginated (helix_django.api.policy).
+    # REST_FRAMEWORK["DEFAULT_PAGINATION_CLASS"]; "": never paginated (helix_django.access.policy).
     "PAGINATION_CLASS": None,
     # Rates of helix's throttle scopes under the host's DEFAULT_THROTTLE_RATES (None: unlimited).
     "THROTTLE_RATES": {"helix": None, "helix_chat": None},

@@ -7,7 +7,7 @@ Check ids (listed in docs/checks.md):
   application does not route the chat route to helix's consumers, or routes it under
   another prefix than the URLconf mounts ``helix_django.urls`` at; the chat and stream
   routes then answer 501 ``transport_route_not_wired``.
-- ``helix_django.E030``: a class of helix's DRF policy (:mod:`helix_django.api.policy`)
+- ``helix_django.E030``: a class of helix's DRF policy (:mod:`helix_django.access.policy`)
   cannot be imported or instantiated (a throttle without a rate, a misspelt path); every
   helix route would answer 500.
 - ``helix_django.E031``: ``TokenAuthentication`` is configured without
@@ -122,7 +122,7 @@ def check_asgi_wiring(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 @register()
 def check_drf_policy(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E030 for a policy class helix cannot load or build; E031 for token auth without authtoken."""
-    from helix_django.api import policy
+    from helix_django.access import policy
 
     messages: list[Any] = []
     try:

@@ -26,7 +26,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.settings import api_settings
 
-from helix_django.api import policy
+from helix_django.access import policy
 from helix_django.api.wire import HelixJSONRenderer
 from helix_django.errors import (
     AuthenticationFailedError,

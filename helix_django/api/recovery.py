@@ -22,7 +22,7 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from helix_django.api.ownership import is_signed_in
+from helix_django.access.ownership import is_signed_in
 from helix_django.api.views import ERRORS, HelixAPIView, _run_of
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform

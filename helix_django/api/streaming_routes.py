@@ -1,4 +1,4 @@
-"""Django stand-ins for the chat and stream routes, which the ASGI consumers serve (issue 19).
+"""Django stand-ins for the chat and stream routes, which the ASGI consumers serve.
 
 :func:`helix_django.transport.routing.get_asgi_application` routes
 ``<prefix>sessions/<id>/chat`` and ``<prefix>sessions/<id>/stream`` to Channels consumers

@@ -6,7 +6,8 @@ from django.urls import get_script_prefix, include, path, re_path
 from drf_spectacular.views import SpectacularAPIView
 
 from helix_django import __version__
-from helix_django.api import policy, recovery, streaming_routes, views
+from helix_django.access import policy
+from helix_django.api import recovery, streaming_routes, views
 from helix_django.api.errors import TypedRefusals
 
 endpoint_patterns = [
@@ -65,7 +66,7 @@ class HelixSchemaView(TypedRefusals, SpectacularAPIView):
     throttle_scope = policy.API_SCOPE
 
     def get_authenticators(self) -> list[Any]:
-        """Return the authenticators of every helix route (:func:`helix_django.api.policy.authenticators`).
+        """Return the authenticators of every helix route (:func:`helix_django.access.policy.authenticators`).
 
         Its permission stays drf-spectacular's ``SERVE_PERMISSIONS`` (public by default); a
         credential it is sent is checked as on the chat route: an invalid one is a typed 401.

@@ -1,7 +1,7 @@
-"""DRF endpoints: sessions, snapshot, runs, cancel, tool results (issue 4; 002, "Wire errors").
+"""DRF endpoints: sessions, snapshot, runs, cancel, tool results (002, "Wire errors").
 
 Every view derives from :class:`HelixAPIView`: the authentication, permission and
-throttle classes of :mod:`helix_django.api.policy` (the host's DRF defaults unless HELIX
+throttle classes of :mod:`helix_django.access.policy` (the host's DRF defaults unless HELIX
 names others; throttle scope ``helix``), no versioning (helix's URLs are the same under
 any host versioning scheme), helix's JSON renderer and parser ahead of the host's others
 (:mod:`helix_django.api.wire`), CSRF on unsafe methods (anonymous cookie owners included),
@@ -27,9 +27,8 @@ from rest_framework.response import Response
 from rest_framework.serializers import Serializer
 from rest_framework.views import APIView
 
-from helix_django.api import policy, wire
-from helix_django.api.errors import TypedRefusals
-from helix_django.api.ownership import (
+from helix_django.access import policy
+from helix_django.access.ownership import (
     Owner,
     enforce_anonymous_csrf,
     get_owned_session,
@@ -37,6 +36,8 @@ from helix_django.api.ownership import (
     owned_sessions,
     owner_for,
 )
+from helix_django.api import wire
+from helix_django.api.errors import TypedRefusals
 from helix_django.api.schema import HelixAutoSchema
 from helix_django.api.serializers import (
     RunSerializer,
@@ -75,7 +76,7 @@ class SnapshotUnavailableError(TransportError):
 
 
 def _executor() -> Any:
-    from helix_django.transport.chat import get_executor
+    from helix_django.runtime.executor import get_executor
 
     return get_executor()
 
@@ -114,7 +115,7 @@ class HelixAPIView(TypedRefusals, APIView):
         routes need the ``helix_django.*_chatsession`` permission of the method (a POST
         ``add``, a DELETE ``delete``). Empty for a caller without an owner, and while
         drf-spectacular builds the schema. Helix's own lookups stay owner-scoped
-        (:mod:`helix_django.api.ownership`).
+        (:mod:`helix_django.access.ownership`).
         """
         if getattr(self, "swagger_fake_view", False) or getattr(self, "request", None) is None:
             return ChatSession.objects.none()
@@ -124,11 +125,11 @@ class HelixAPIView(TypedRefusals, APIView):
             return ChatSession.objects.none()
 
     def get_authenticators(self) -> list[Any]:
-        """Return the authenticators of :func:`helix_django.api.policy.authenticators`."""
+        """Return the authenticators of :func:`helix_django.access.policy.authenticators`."""
         return policy.authenticators()
 
     def get_permissions(self) -> list[Any]:
-        """Return the permissions of :func:`helix_django.api.policy.permissions`."""
+        """Return the permissions of :func:`helix_django.access.policy.permissions`."""
         return policy.permissions()
 
     def get_parsers(self) -> list[Any]:
@@ -136,7 +137,7 @@ class HelixAPIView(TypedRefusals, APIView):
         return wire.parsers()
 
     def get_throttles(self) -> list[Any]:
-        """Return the throttles of :func:`helix_django.api.policy.throttles` (helix's scopes always rated)."""
+        """Return the throttles of :func:`helix_django.access.policy.throttles` (helix's scopes always rated)."""
         return policy.throttles()
 
     def get_renderers(self) -> list[Any]:
@@ -178,7 +179,7 @@ class HelixAPIView(TypedRefusals, APIView):
 
 
 class HelixListView(HelixAPIView):
-    """A list endpoint: paginated as :func:`helix_django.api.policy.pagination_class` says."""
+    """A list endpoint: paginated as :func:`helix_django.access.policy.pagination_class` says."""
 
     @property
     def pagination_class(self) -> type | None:

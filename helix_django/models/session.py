@@ -21,7 +21,7 @@ class ChatSession(models.Model):
     ``id`` is the public id; AI SDK clients mint it (002: the chat id), so it is a
     validated string (see :func:`helix_django.ids.validate_session_id`). A session belongs
     to ``owner`` or, for anonymous chat, to ``anonymous_key``: the owner token helix keeps
-    in the visitor's Django session (:mod:`helix_django.api.ownership`).
+    in the visitor's Django session (:mod:`helix_django.access.ownership`).
     ``stream_id`` names the session's one stream, shared by all its turns (DESIGN).
     """
 

@@ -1,4 +1,4 @@
-"""The AI SDK's default route shape, so a stock ``useChat`` resumes with no custom code (issue 18).
+"""The AI SDK's default route shape, so a stock ``useChat`` resumes with no custom code.
 
 ``DefaultChatTransport({ api })`` sends ``POST {api}`` with the body ``{id, messages,
 trigger, messageId}`` and reconnects with ``GET {api}/{id}/stream``. With

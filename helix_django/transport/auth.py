@@ -1,10 +1,10 @@
-"""Authenticate a helix route's Django request with the DRF policy of helix (issues 4, 19).
+"""Authenticate a helix route's Django request with the DRF policy of helix.
 
 The chat and stream routes are Channels ASGI apps; :func:`helix_django.transport.host.through_host`
 runs the host's middleware around them and hands :func:`authenticate` the resulting
 ``HttpRequest``. Where the host's middleware gave it no Django session or user
 (``SessionMiddleware`` / ``AuthenticationMiddleware`` absent), they are loaded here as the
-middleware would. Then the classes of :mod:`helix_django.api.policy` apply: the
+middleware would. Then the classes of :mod:`helix_django.access.policy` apply: the
 authenticators (CSRF enforced by ``SessionAuthentication`` on unsafe methods, and for
 anonymous visitors identified by their session cookie), the permissions and the throttles
 (scope ``helix_chat``).
@@ -28,8 +28,8 @@ from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 
-from helix_django.api import policy
-from helix_django.api.ownership import Owner, enforce_anonymous_csrf, is_signed_in, owner_for
+from helix_django.access import policy
+from helix_django.access.ownership import Owner, enforce_anonymous_csrf, is_signed_in, owner_for
 from helix_django.errors import (
     AuthenticationFailedError,
     HelixError,

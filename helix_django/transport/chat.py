@@ -1,4 +1,4 @@
-"""The chat route: ``POST`` sends and ``GET`` resumes over the AI SDK UI message stream (issue 4; 002).
+"""The chat route: ``POST`` sends and ``GET`` resumes over the AI SDK UI message stream (002).
 
 Mounted at ``<prefix>sessions/<session_id>/chat`` by :mod:`helix_django.transport.routing`.
 A request whose trailing message is a new user message (or a tool-result continuation,
@@ -11,12 +11,12 @@ else is a resume (:mod:`helix_django.transport.resume`). Refusals are typed JSON
 chunk. A client that disconnects ends only its own response: ``execute()`` is shielded
 and the run goes on.
 
-One trip to the ORM's thread before the first byte (issue 23): the body is read and
+One trip to the ORM's thread before the first byte: the body is read and
 checked on the loop, then :func:`_admit` runs the host's middleware around the route's
 view (authentication, the session read) and, for a plain send, the run-start commit with
 the stream claim and the opening chunks right after it; the run opens back on the loop.
 A send that needs more (a live run, a keyed repeat, an edit, a regenerate, a tool result)
-goes through ``execute()`` as before.
+goes through ``execute()``.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _identify(django_request: HttpRequest, request: ChatRequest | None, create_a
     identity = authenticate(django_request, create_anonymous=create_anonymous)
     if request is None:
         return _Caller(identity)
-    if not request.has_messages:  # a resume: its reads join this hop (issue 23)
+    if not request.has_messages:  # a resume: its reads join this hop
         return _Caller(identity, resume=read_resume_state(request.session_id, identity.owner))
     session = read_session(request.session_id)
     if session is None or not _may_hold_last_message(request):
@@ -185,10 +185,10 @@ def _admit(
 ) -> HostAnswer:
     """The route's one trip to the ORM's thread: the host's middleware around the view, then a send's start.
 
-    The host's middleware runs once, around :func:`_identify_caller` only, as before; a
-    plain send's run-start commit (:meth:`~helix_django.runtime.sends.SendsMixin.start_send_in_thread`)
-    follows it in the same trip, once the middleware let the request through (issue 23:
-    one thread hop before the first byte). ``stream_sequence``: the stream head read on
+    The host's middleware runs once, around :func:`_identify_caller` only; a plain send's
+    run-start commit (:meth:`~helix_django.runtime.sends.SendsMixin.start_send_in_thread`)
+    follows it in the same trip, once the middleware let the request through (one thread
+    hop before the first byte). ``stream_sequence``: the stream head read on
     the loop, if it was (:func:`_loop_head`).
     """
     answer = through_host(scope, body, functools.partial(_identify_caller, scope, parsed))
@@ -249,12 +249,12 @@ class ChatConsumer:
         if scope["type"] != "http":
             raise ValueError("The chat route serves HTTP only")
         planned = await self._plan(scope, receive, send)
-        # The scope is the router's copy (its url_route too): an open response keeps neither (issue 23).
+        # The scope is the router's copy (its url_route too): an open response keeps neither.
         del scope
         if planned is None:
             return
         # Only the plan, the headers and the disconnect watch outlive the planning: an open response
-        # holds no request, DRF object or user (issue 23: idle memory per response).
+        # holds no request, DRF object or user (idle memory per response).
         plan, headers, watch = planned
         del planned
         if plan.status == 204:
@@ -265,7 +265,7 @@ class ChatConsumer:
         del watch
         frames = plan_frames(plan, first_part_at_once=True)
         del plan  # the frames hold what they send
-        # The headers and the replayed frames take two sends (issue 23).
+        # The headers and the replayed frames take two sends.
         await response.run(200, UI_STREAM_HEADERS + headers, frames, first_part_ready=True)
 
     async def _plan(
@@ -290,7 +290,7 @@ class ChatConsumer:
                     # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
                     answer = await completes_despite_cancel(admitting)
                 else:
-                    answer = await admitting  # starts no run: no task of its own (a resume open, issue 23)
+                    answer = await admitting  # starts no run: no task of its own (a resume open)
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None
@@ -305,7 +305,7 @@ class ChatConsumer:
                 disconnected, plan = await run_until_disconnect(watch, planning)
             else:
                 # A started send's plan is one read of what its run wrote so far: bounded, it
-                # needs no task to be cut short by a disconnect (issue 23: a task and a loop
+                # needs no task to be cut short by a disconnect (a task and a loop
                 # round, during which the run's task went first, before the first byte).
                 plan = await planning
                 disconnected = watch.disconnected

@@ -1,4 +1,4 @@
-"""Parse and validate one chat-route request: headers, cursor, body (issue 4; 002, "The canonical client").
+"""Parse and validate one chat-route request: headers, cursor, body (002, "The canonical client").
 
 Headers: ``X-Resume-From-Sequence`` (fallback ``Last-Event-ID``, then the
 ``resumeFromSequence`` query parameter), ``X-Existing-Message-Id``,
@@ -8,7 +8,7 @@ of the client's ``body`` option), or only the new message (``{"message": UIMessa
 or a bare UIMessage). Every failure is a ValidationError (400) that names the field,
 never its value.
 
-Bounded work (issue 20): the body is decoded by :func:`helix_django.jsonbody.load_json`
+Bounded work: the body is decoded by :func:`helix_django.jsonbody.load_json`
 (C-speed, NUL and lone surrogates refused), then cheap structural limits (messages,
 parts per message, ``MAX_REQUEST_PARTS`` in all) refuse an oversized body before any
 per-part work; the envelope's check and the parts' check (plain loops deciding exactly
@@ -296,8 +296,8 @@ async def aparse_chat_request(scope: dict[str, Any], session_id: str, body: byte
 
     A body of at most VALIDATE_ON_LOOP_BYTES is checked on the event loop: its check is
     bounded (0.5 ms for 16 KiB of empty parts, about 20 us for a typical send) and cheaper
-    than the hop to the validation worker thread, which would delay the first byte
-    (issue 23). A longer one goes to that thread (issue 20, docs/limits.md).
+    than the hop to the validation worker thread, which would delay the first byte.
+    A longer one goes to that thread (docs/limits.md).
     """
     request = parse_chat_headers(scope, session_id)
     if request.method == "POST" and body.strip():

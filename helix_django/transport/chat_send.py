@@ -1,4 +1,4 @@
-"""A send of the chat route: its plan once started, what may join the route's one thread hop (issue 23).
+"""A send of the chat route: its plan once started, what may join the route's one thread hop.
 
 :func:`plan_send` executes a send through ``execute()`` (every kind of send);
 :func:`plan_handle` plans the stream of a started run after its handle's ``from_sequence``.

@@ -78,7 +78,7 @@ def _register(protocol: Any, message_type: str) -> SendGate | None:
     """Register a gate on ``protocol`` before its first streamed write; None where one cannot be.
 
     None where the connection is gone or another producer is registered on the response (the
-    application's writes then go unchecked, as before). On a WebSocket, the HTTP channel
+    application's writes then go unchecked). On a WebSocket, the HTTP channel
     daphne upgraded stays registered on the transport: the gate takes its place and passes
     every call on to it, so Twisted's own flow control is unchanged.
     """

@@ -1,4 +1,4 @@
-"""Keep daphne's HTTP layer (Twisted) from parsing form bodies itself (issue 20).
+"""Keep daphne's HTTP layer (Twisted) from parsing form bodies itself.
 
 Twisted's ``http.Request`` parses every ``POST`` with an ``application/x-www-form-urlencoded``
 or ``multipart/form-data`` body into ``request.args`` before daphne sees the request,
@@ -11,7 +11,7 @@ body and answers it with a typed refusal.
 
 The patch applies only in a process that runs daphne (``daphne.server`` is imported, as
 daphne's CLI and its ``runserver`` do before they load the application). Under another
-server (uvicorn, issue 23) importing daphne's HTTP layer would load Twisted for nothing:
+server (uvicorn) importing daphne's HTTP layer would load Twisted for nothing:
 116 modules and 6 MiB of RSS measured here.
 """
 

@@ -2,7 +2,7 @@
 
 :class:`StreamedResponse` writes frames from a producer while it watches ``receive()``
 for ``http.disconnect``: a client that goes away cancels only its own producer (the
-run is never touched, issue 4), and an idle stream gets a ``: keep-alive`` comment
+run is never touched), and an idle stream gets a ``: keep-alive`` comment
 every ``HEARTBEAT_SECONDS`` so proxies keep the connection.
 """
 
@@ -124,7 +124,7 @@ class DisconnectWatch:
 
     The planning of a response (:func:`run_until_disconnect`) and the response itself
     (:class:`StreamedResponse`) share it: opening a resume starts one watcher, not one
-    per phase (issue 23: tasks per open). :meth:`close` ends it.
+    per phase (tasks per open). :meth:`close` ends it.
     """
 
     def __init__(self, receive: Receive) -> None:
@@ -171,7 +171,7 @@ class StreamedResponse:
     comes; a timer (no task while idle) sends a ``: keep-alive`` comment when nothing was
     sent for ``heartbeat_seconds``. Sends never overlap (:meth:`_send_body`), so a
     heartbeat never lands inside a frame. An idle open response is so one parked task and one timer
-    beside the server's own (issue 23: idle memory per response).
+    beside the server's own (idle memory per response).
     """
 
     def __init__(
@@ -206,13 +206,13 @@ class StreamedResponse:
         With ``first_part_ready`` the first part of ``frames`` is ready at once (the route's
         replayed backlog, possibly empty: its iterator yields it before it first waits) and
         goes out with the ``: stream-open`` comment in one body: the headers and the first
-        frames take two ASGI sends, not three (issue 23: CPU to open a resume).
+        frames take two ASGI sends, not three (CPU to open a resume).
         """
         watcher = (self.watch or DisconnectWatch(self.receive)).task
         self.watch = None
         try:
             await self.send({"type": "http.response.start", "status": status, "headers": headers})
-            del headers  # an open response keeps no header list (issue 23, idle memory)
+            del headers  # an open response keeps no header list (idle memory)
             opening = await _first_part(frames) if first_part_ready else b""
             await self._send_body(STREAM_OPEN + opening)
             del opening
@@ -256,7 +256,7 @@ class StreamedResponse:
 
         The pump's only rival is a keep-alive: the pump waits for one in flight, and a
         heartbeat never starts one while a body is being sent. No lock: an ``asyncio.Lock``
-        is 720 bytes an idle response would keep (issue 23).
+        is 720 bytes an idle response would keep.
         """
         beat = self._beat
         if beat is not None and not beat.done() and beat is not asyncio.current_task():

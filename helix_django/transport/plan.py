@@ -159,7 +159,7 @@ def _chunk_frames(response_filter: ResponseFilter, sequence: int, chunk: dict[st
 
 
 class _RunEnding(NamedTuple):
-    """What the terminal of a response needs of the run it serves (not the whole row: issue 23)."""
+    """What the terminal of a response needs of the run it serves (not the whole row:)."""
 
     status: str
     is_live: bool
@@ -203,7 +203,7 @@ async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -
         return
     response_filter = plan.filter or ResponseFilter(run_id=None)
     body = _Body([frame(chunk) for chunk in plan.prefix])
-    # Sent once: an open response keeps none of its replayed chunks, nor the run's row (issue 23, idle memory).
+    # Sent once: an open response keeps none of its replayed chunks, nor the run's row (idle memory).
     backlog, plan.prefix, plan.backlog = plan.backlog, [], []
     reread, plan.reread = plan.reread, None
     ending, plan.run = _RunEnding.of(plan.run), None

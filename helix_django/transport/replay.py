@@ -1,12 +1,12 @@
 """Turn a session stream's stored chunks into the AI SDK chunks one response sends.
 
 Rules (002, "Retried attempts", "Superseded runs", "Tool results for a call in an
-earlier message", C-1; issue 4):
+earlier message", C-1):
 
 - **Runs.** A response follows one run: chunks of an earlier run are skipped; when a
   newer run starts on the stream (it superseded ours) the response follows it, since
   both write to the same session stream. The followed run's ``helix-run-end`` is the
-  terminal, told truthfully (issue 17; 000, "the UI must distinguish a completed answer
+  terminal, told truthfully (000, "the UI must distinguish a completed answer
   from partial output"; 002, "Wire errors"): ``completed`` and ``suspended`` end with
   ``[DONE]``; ``cancelled`` sends one ``abort`` chunk, then ``[DONE]``; ``failed`` and
   ``interrupted`` (any other status) end with the typed ``error`` chunk that follows
@@ -113,7 +113,7 @@ class ResponseFilter:
     ) -> None:
         self.run_id = run_id
         # Sets as dicts (keys only): an empty dict is 64 bytes, an empty set 216, and an idle
-        # response keeps its filter (issue 23: idle memory per open response).
+        # response keeps its filter (idle memory per open response).
         self.owned: dict[str, None] = dict.fromkeys(owned_tool_call_ids)
         self.cursor = cursor
         self.dedupe_start_for = dedupe_start_for

@@ -133,7 +133,7 @@ async def wait_for_stream_end(manager: BaseStreamManager, stream_id: str) -> Str
     commits its terminal status before its stream's closing chunks are appended: a resume in
     between, its cursor at the head, was answered 204 (the client holds everything) and never
     saw the ending (``abort`` + ``[DONE]``). Event-driven (the manager's wake-ups); a stream
-    still open after the wait (its close failed: the backend was down) is answered as before,
+    still open after the wait (its close failed: the backend was down) is answered
     from what it holds (the snapshot tells the run's status). Raises StreamConnectionError
     for a failed read.
     """

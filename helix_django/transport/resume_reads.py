@@ -1,4 +1,4 @@
-"""What a resume of the chat route reads from the database, in the hop that authenticates it (issue 23).
+"""What a resume of the chat route reads from the database, in the hop that authenticates it.
 
 A resume needs the caller's session, its current run and, for the response filter, the
 tool calls of the session's committed messages (002, "Tool results for a call in an
@@ -25,7 +25,7 @@ from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
-from helix_django.api.ownership import Owner
+from helix_django.access.ownership import Owner
 from helix_django.errors import SessionNotFoundError
 from helix_django.ids import is_valid_session_id
 from helix_django.models import ChatSession, Message, Run
@@ -58,7 +58,7 @@ def read_resume_state(session_id: str, owner: Owner | None, *, session: ChatSess
 
     ``owner`` None skips the ownership check (a re-read of a session already checked);
     ``session`` is a row the caller already read. Raises SessionNotFoundError (404) for an
-    invalid id, a missing session or another owner's (never 403, :mod:`~helix_django.api.ownership`).
+    invalid id, a missing session or another owner's (never 403, :mod:`~helix_django.access.ownership`).
     """
     if session is not None:
         run = _read_run(session.current_run_id) if session.current_run_id else None
@@ -147,7 +147,7 @@ def _committed_tool_calls(session_id: str) -> tuple[dict[str, str], dict[str, li
     """Return ``(tool names, tool call ids per message)`` over the committed rows, in position order.
 
     A UI id held by several committed rows keeps the first row's calls (the ORM's
-    ``.first()`` in the model's ordering, as before).
+    ``.first()`` in the model's ordering).
     """
     sql = (
         f"SELECT ui_id, parts FROM {Message._meta.db_table} "  # noqa: S608

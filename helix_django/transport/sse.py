@@ -70,7 +70,7 @@ def frame(data: Any, *, sequence: int | None = None, event: str | None = None) -
 
 
 def error_chunk(body: dict[str, Any]) -> dict[str, Any]:
-    """Return the UI ``error`` chunk whose ``errorText`` is the typed JSON body (issue 4)."""
+    """Return the UI ``error`` chunk whose ``errorText`` is the typed JSON body."""
     return {"type": "error", "errorText": dumps(body)}
 
 

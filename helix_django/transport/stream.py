@@ -37,7 +37,7 @@ async def _sse(reader: ResumableReader) -> AsyncIterator[bytes]:
 
     The first part is yielded before the reader first waits (empty when nothing is
     ready): the response sends it with its opening, so a resume's headers and its backlog
-    take two sends, not one per chunk (issue 23).
+    take two sends, not one per chunk.
     """
     part: list[bytes] = []
     size = 0
@@ -58,7 +58,7 @@ async def _sse(reader: ResumableReader) -> AsyncIterator[bytes]:
 
 def _admit(scope: dict[str, Any], django_request: HttpRequest) -> tuple[Identity, ChatSession, int]:
     """The route's synchronous part, run inside the host's middleware: method, authentication, then the
-    session read (one hop, issue 23). Returns ``(identity, session, cursor)``.
+    session read (one hop). Returns ``(identity, session, cursor)``.
 
     Refusals in the route's order: 405, then 401/403/429, then 400 (session id, cursor),
     then 404 ``Stream not found`` for a session that is missing or another owner's.
@@ -85,10 +85,10 @@ class StreamConsumer:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Serve one request; see the module docstring."""
         opened = await self._open(scope, receive, send)
-        del scope  # the router's copy: an open response keeps no scope (issue 23)
+        del scope  # the router's copy: an open response keeps no scope
         if opened is None:
             return
-        reader, headers = opened  # an open response holds no request, DRF object or user (issue 23)
+        reader, headers = opened  # an open response holds no request, DRF object or user
         del opened
         response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS)
         await response.run(200, RAW_STREAM_HEADERS + headers, _sse(reader), first_part_ready=True)

@@ -41,7 +41,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.core.exceptions import DisallowedHost
 from django.utils.translation import gettext_lazy
 
-from helix_django.api.ownership import get_owned_session
+from helix_django.access.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import SessionNotFoundError, ValidationError, as_helix_error
@@ -180,7 +180,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def handle_send(self, content: dict[str, Any]) -> None:
         """Execute a send and stream its run."""
-        from helix_django.transport.chat import get_executor
+        from helix_django.runtime.executor import get_executor
 
         body = {k: content[k] for k in ("messages", "message", "trigger", "messageId") if k in content}
         messages, trigger, message_id, _ = await run_off_loop(validate_body, body)
@@ -209,7 +209,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def handle_cancel(self, content: dict[str, Any]) -> None:
         """Cancel the given (or current) run of the session."""
-        from helix_django.transport.chat import get_executor
+        from helix_django.runtime.executor import get_executor
 
         # Read again (the current run moves on); a session deleted meanwhile is 404, not a 500.
         session = await sync_to_async(get_owned_session)(self._session().pk, self._identity().owner)

@@ -13,7 +13,7 @@ from importlib import import_module
 import pytest
 from django.contrib.auth.models import AnonymousUser
 
-from helix_django.api.ownership import OWNER_TOKEN_KEY, owner_for
+from helix_django.access.ownership import OWNER_TOKEN_KEY, owner_for
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.test import modify_settings
 from rest_framework.test import APIClient
 
-from helix_django.api.policy import authenticators
+from helix_django.access.policy import authenticators
 
 pytestmark = pytest.mark.django_db
 

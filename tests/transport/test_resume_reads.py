@@ -11,7 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from helix_django import store
-from helix_django.api.ownership import Owner
+from helix_django.access.ownership import Owner
 from helix_django.errors import SessionNotFoundError
 from helix_django.models import Message
 from helix_django.transport.replay import tool_call_ids, tool_names_of

@@ -1,4 +1,4 @@
-"""The DRF policy of every helix route: authentication, permission and throttle classes (issue 19).
+"""The DRF policy of every helix route: authentication, permission and throttle classes.
 
 Each list is ``HELIX["AUTHENTICATION_CLASSES"]`` / ``["PERMISSION_CLASSES"]`` /
 ``["THROTTLE_CLASSES"]`` (import strings) when set, else the host's
@@ -10,7 +10,7 @@ apply, plus ``TokenAuthentication`` where ``rest_framework.authtoken`` is instal
 The list endpoints (sessions, runs) paginate with ``HELIX["PAGINATION_CLASS"]`` when set
 (``""``: never), else the host's ``DEFAULT_PAGINATION_CLASS`` (and its ``PAGE_SIZE``); with
 neither, or a paginator that declines (``PageNumberPagination`` without a page size), they
-answer the plain list of the newest :data:`LIST_LIMIT`, as before.
+answer the plain list of the newest :data:`LIST_LIMIT`.
 
 Helix's throttle scopes (``helix`` for the REST endpoints, ``helix_chat`` for the chat and
 stream routes) always have a rate: ``HELIX["THROTTLE_RATES"]`` (``None``: unlimited) under

@@ -1,4 +1,4 @@
-"""Who owns a session, and the owner-scoped lookups every route uses (issue 4, "Ownership").
+"""Who owns a session, and the owner-scoped lookups every route uses.
 
 A session belongs to a user or, where ``HELIX["ALLOW_ANONYMOUS"]`` is on, to an anonymous
 visitor: a random owner token helix keeps inside the visitor's Django session
