@@ -42,10 +42,10 @@ $(VENV)/.installed-dev: pyproject.toml
 demo: $(VENV)/.installed-demo
 	PYTHON=$(PY) bash scripts/demo.sh
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-dev
 	PYTHON=$(PY) bash scripts/test.sh
 
-test-quick: $(VENV)/.installed-test
+test-quick: $(VENV)/.installed-dev
 	HELIX_QUICK=1 HELIX_SERVICES=redis PYTHON=$(PY) bash scripts/test.sh
 
 lint: $(VENV)/.installed-test

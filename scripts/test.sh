@@ -26,6 +26,8 @@ fi
 echo "== lint"
 "$BIN/ruff" check .
 "$BIN/ruff" format --check .
+echo "== typecheck (mypy helix_django)"
+"$PYTHON" -m mypy helix_django
 
 if [ "${HELIX_QUICK:-}" = 1 ]; then
   echo "== pytest (quick: SQLite, Redis; no browser, no server processes, no PostgreSQL)"

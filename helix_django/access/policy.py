@@ -101,7 +101,7 @@ def throttles() -> list[Any]:
     rates = throttle_rates()
     result = []
     for cls in _classes("THROTTLE_CLASSES", "DEFAULT_THROTTLE_CLASSES"):
-        throttle = cls.__new__(cls)
+        throttle: Any = object.__new__(cls)
         if hasattr(cls, "THROTTLE_RATES"):
             throttle.THROTTLE_RATES = rates
         throttle.__init__()

@@ -67,7 +67,7 @@ ERRORS: dict[int, Any] = {}
 class SnapshotUnavailableError(TransportError):
     """An unexpected snapshot failure, rendered without its text (002: ``Snapshot unavailable``)."""
 
-    default_message = "Snapshot unavailable"
+    default_message = gettext_lazy("Snapshot unavailable")
     retryable = False
 
     def to_body(self) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def disable_twisted_form_parsing() -> bool:
     Idempotent. Returns False, importing nothing, where this process does not run daphne
     (``daphne.server`` not imported) or daphne (or the Twisted attribute it relies on) is absent.
     """
-    request_class = daphne_web_request()
+    request_class: Any = daphne_web_request()  # daphne's class, patched in place
     if request_class is None:
         return False
     if getattr(request_class, "helix_skips_form_parsing", False):

@@ -35,7 +35,7 @@ def drop_bodies_http_forbids() -> bool:
     Idempotent. Returns False, importing nothing, where this process does not run daphne
     (``daphne.server`` not imported) or daphne is absent.
     """
-    request_class = daphne_web_request()
+    request_class: Any = daphne_web_request()  # daphne's class, patched in place
     if request_class is None:
         return False
     if getattr(request_class, "helix_drops_forbidden_bodies", False):

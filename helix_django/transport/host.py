@@ -100,6 +100,9 @@ class HostAnswer:
 class _HostHandler(BaseHandler):
     """The host's middleware chain around a helix route's view (synchronous mode)."""
 
+    _view_middleware: list[Any]
+    """Set by ``BaseHandler.load_middleware`` (not in Django's stubs)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.load_middleware(is_async=False)

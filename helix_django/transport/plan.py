@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, NamedTuple
 
 from helix_django.errors import HelixError, StreamDropError
@@ -256,7 +256,7 @@ async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -
         yield body.take()
 
 
-async def _replayed(backlog: list[StoredChunk], reread: Reread | None) -> AsyncIterator[StoredChunk]:
+async def _replayed(backlog: list[StoredChunk], reread: Reread | None) -> AsyncGenerator[StoredChunk, None]:
     """The replayed chunks: the plan's backlog (at most ``HELD_CHUNKS``), then its reread a page at a time."""
     for stored in backlog:
         yield stored

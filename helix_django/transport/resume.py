@@ -281,7 +281,9 @@ async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0)
 
 def _resume_filter(request: ChatRequest, state: ResumeState, cursor: int | None) -> ResponseFilter:
     """The filter of a resume without prefix: the client holds the message it resumes into."""
+    run = state.run
+    assert run is not None  # a resume plans only for a session with a run
     owned: list[str] = []
     if cursor is not None:
-        owned = state.held_tool_call_ids(request.existing_message_id or state.run.response_message_id)
-    return ResponseFilter(run_id=state.run.id, owned_tool_call_ids=owned, cursor=cursor, tool_names=state.tool_names)
+        owned = state.held_tool_call_ids(request.existing_message_id or run.response_message_id)
+    return ResponseFilter(run_id=run.id, owned_tool_call_ids=owned, cursor=cursor, tool_names=state.tool_names)

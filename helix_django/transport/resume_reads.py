@@ -78,7 +78,7 @@ class _Columns:
         fields = model._meta.concrete_fields
         self.names = [f.attname for f in fields]
         self.pk_index = self.names.index(model._meta.pk.attname)
-        self.sql = ", ".join(f"{table}.{connection.ops.quote_name(f.column)}" for f in fields)
+        self.sql = ", ".join(f"{table}.{connection.ops.quote_name(f.column or f.attname)}" for f in fields)
         self.converters = []
         for index, field in enumerate(fields):
             col = field.get_col(table)

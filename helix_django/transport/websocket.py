@@ -246,6 +246,8 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
             check_cursor(from_sequence, info)
             reader = ResumableReader(manager, stream_id, from_sequence=from_sequence, wait_for_live=False, info=info)
             async for frame in stream_frames(reader, route="websocket"):
+                if frame is None:  # only with marks_waits, which this reader does not ask for
+                    continue
                 sequence = frame.get("sequence")
                 if sequence is not None:
                     if sequence <= self.delivered_sequence:
