@@ -78,7 +78,10 @@ class RestartsMixin(EntriesMixin):
             }
             return [{"type": "data-stream-resync", "data": data}]
 
-        return await self._launch(session, Launch(request, resync), user=user)
+        handle = await self._launch(session, Launch(request, resync), user=user)
+        if run is not None:
+            await _record_resolution(run, "regenerate")
+        return handle
 
     @typed
     async def continue_run(self, *, session: ChatSession, run_id: str, user: Any = None) -> RunHandle:
@@ -124,6 +127,17 @@ class RestartsMixin(EntriesMixin):
             add_continue_instruction=True,
         )
         return await self._launch(session, launch, user=user)
+
+
+async def _record_resolution(run: Run, action: str) -> None:
+    """Record ``action`` as how an interrupted or failed run was resolved, by whichever surface started it.
+
+    A Regenerate from the chat route (the AI SDK's ``regenerate()``) resolves the run as the
+    recovery routes and the admin do: it leaves the admin's "Needs attention" list. A
+    resolution already recorded stays.
+    """
+    if run.status in (RunStatus.INTERRUPTED, RunStatus.FAILED) and not run.recovery_action:
+        await store.arecord_recovery(run.id, recovery_action=action)
 
 
 async def _stop_left_operation(run: Run) -> None:
