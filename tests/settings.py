@@ -87,6 +87,8 @@ CACHES = {
 }
 HELIX = {
     "FLUSH_INTERVAL_MS": 5,
+    # A live server stopped at a test's teardown drains its live runs for at most 1 s, not 10.
+    "DRAIN_SECONDS": 1,
 }
 # A server started by tests/live.py may get HELIX overrides as JSON.
 if os.environ.get("HELIX_TEST_OVERRIDES"):
