@@ -45,7 +45,8 @@ async def test_the_raw_stream_route_tells_a_stream_in_opening_to_come_back(confi
     status, body = await request("GET", stream(await session_of(user, run_status=None)), auth, cursor(0))
     assert (status, body["code"]) == (404, "stream_not_found")
     status, body = await request("GET", stream(await session_of(user, run_status=RunStatus.COMPLETED)), auth)
-    assert (status, body["code"]) == (404, "stream_not_found")  # an ended run's stream purged: nothing to wait for
+    # an ended run's stream gone (expired or purged): nothing to wait for, told as the chat route tells it
+    assert (status, body["code"], body["cause"]) == (409, "state_not_resumable", "stream_expired")
 
 
 async def test_the_websocket_tells_a_stream_in_opening_to_come_back(configured, token):
