@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.checks import Error, Warning, register
-from django.utils.module_loading import import_string
+from django.db import connections, router
 
-from helix_django.conf import DEFAULTS
+from helix_django.conf import DEFAULTS, SettingImportError, helix_settings, import_from_setting
+from helix_django.limits import check_limits
+from helix_django.models import ChatSession, Run
+from helix_django.runtime.tools import load_tools
 
 
 @register()
@@ -26,22 +30,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="helix_django.W001",
             )
         )
-    from helix_django.conf import helix_settings
-
     messages.extend(_check_numbers(user))
-    from helix_django.limits import check_limits
-
     messages.extend(check_limits(user))
 
     uses_database = False
     for alias, entry in (helix_settings.STREAM_MANAGERS or {}).items():
         path = entry.get("BACKEND", "") if isinstance(entry, dict) else ""
         try:
-            backend = import_string(path)
-        except ImportError as exc:
+            backend = import_from_setting(path, f"HELIX['STREAM_MANAGERS'][{alias!r}]['BACKEND']")
+        except SettingImportError as exc:
             messages.append(
                 Error(
-                    f"Stream manager {alias!r}: cannot import {path!r} ({exc}).",
+                    f"Stream manager {alias!r}: cannot import {path!r} ({exc.reason}).",
                     hint="HELIX['STREAM_MANAGERS'][alias]['BACKEND'] must be a dotted path to a BaseStreamManager; "
                     "helix's Redis manager needs the redis extra (pip install 'helix_django[redis]').",
                     id="helix_django.E002",
@@ -53,11 +53,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     for name, agent in (helix_settings.AGENTS or {}).items():
         path = (agent.get("PROVIDER") or {}).get("BACKEND", "") if isinstance(agent, dict) else ""
         try:
-            import_string(path)
-        except ImportError as exc:
+            import_from_setting(path, f"HELIX['AGENTS'][{name!r}]['PROVIDER']['BACKEND']")
+        except SettingImportError as exc:
             messages.append(
                 Error(
-                    f"Agent {name!r}: cannot import provider {path!r} ({exc}).",
+                    f"Agent {name!r}: cannot import provider {path!r} ({exc.reason}).",
                     hint="HELIX['AGENTS'][name]['PROVIDER']['BACKEND'] must be a dotted path to a provider class; "
                     "helix's OpenAI provider needs the openai extra (pip install 'helix_django[openai]').",
                     id="helix_django.E003",
@@ -74,8 +74,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     try:
-        import_string(helix_settings.EXECUTOR)
-    except ImportError:
+        import_from_setting(helix_settings.EXECUTOR, "HELIX['EXECUTOR']")
+    except SettingImportError:
         messages.append(
             Error(
                 f"Cannot import executor {helix_settings.EXECUTOR!r}.",
@@ -147,12 +147,10 @@ def _check_layer_timeouts() -> list[Any]:
 
 def _check_tools(name: str, agent: Any) -> list[Any]:
     """An agent's ``TOOLS`` that cannot be loaded (every run of the agent would fail to start)."""
-    from helix_django.runtime.tools import load_tools
-
     entries = agent.get("TOOLS") if isinstance(agent, dict) else None
     for entry in entries or []:
         try:
-            load_tools([entry])
+            load_tools([entry], setting=f"HELIX['AGENTS'][{name!r}]['TOOLS']")
         except (ImportError, TypeError) as exc:
             return [
                 Error(
@@ -175,10 +173,6 @@ def _check_database() -> list[Any]:
     Their writes rely on deferred foreign keys (a new session and its first run are
     inserted in one transaction) and on ``INSERT .. ON CONFLICT`` (stream claims).
     """
-    from django.db import connections, router
-
-    from helix_django.models import Run
-
     alias = router.db_for_write(Run) or "default"
     if alias not in connections:
         return []  # Django's own checks name a router's unknown alias
@@ -203,11 +197,6 @@ def _check_user_database() -> list[Any]:
     cross databases, so every send would fail on it. Compares
     ``router.db_for_write(ChatSession)`` with ``router.db_for_write(get_user_model())``.
     """
-    from django.contrib.auth import get_user_model
-    from django.db import router
-
-    from helix_django.models import ChatSession
-
     helix_alias = router.db_for_write(ChatSession) or "default"
     user_alias = router.db_for_write(get_user_model()) or "default"
     if helix_alias == user_alias:

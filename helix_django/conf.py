@@ -15,7 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
 
 DEFAULTS: dict[str, Any] = {
     # Stream managers by alias: {"BACKEND": dotted path, "OPTIONS": {...}}.
@@ -113,9 +115,6 @@ DEFAULTS: dict[str, Any] = {
     "THROTTLE_RATES": {"helix": None, "helix_chat": None},
 }
 
-#: Settings whose value is an import string (or a dict holding "BACKEND" import strings).
-IMPORT_STRINGS = ("EXECUTOR",)
-
 
 class HelixSettings:
     """Lazy, cached view of ``settings.HELIX`` over :data:`DEFAULTS`.
@@ -148,6 +147,37 @@ class HelixSettings:
 
 
 helix_settings = HelixSettings(DEFAULTS)
+
+
+class SettingImportError(ImproperlyConfigured, ImportError):
+    """A ``HELIX`` import string names nothing importable.
+
+    ``setting`` names where the string sits (``"HELIX['EXECUTOR']"``,
+    ``"HELIX['AGENTS']['default']['PROVIDER']['BACKEND']"``), ``dotted_path`` is the string and
+    ``reason`` the import's own message. It is also an ImportError, so code catching that
+    still catches it.
+    """
+
+    def __init__(self, setting: str, path: str, reason: BaseException | str) -> None:
+        super().__init__(f"{setting}: cannot import {path!r} ({reason}).")
+        self.setting = setting
+        self.dotted_path = path
+        self.reason = str(reason)
+
+
+def import_from_setting(value: Any, setting: str) -> Any:
+    """Return the object a setting names: a dotted path is imported, anything else passes through.
+
+    ``setting`` names the setting for the error, e.g. ``"HELIX['EXECUTOR']"``.
+    Raises SettingImportError when the path cannot be imported (no module, no attribute,
+    or a module that fails with ImportError while loading).
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return import_string(value)
+    except ImportError as exc:
+        raise SettingImportError(setting, value, exc) from exc
 
 
 def _reload_settings(*, setting: str, **kwargs: Any) -> None:

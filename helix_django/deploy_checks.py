@@ -22,7 +22,8 @@ from django.apps import apps
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
+
+from helix_django.conf import import_from_setting
 
 #: Attributes through which ASGI routers and middleware expose what they wrap.
 _INNER_ATTRS = ("inner", "application", "app")
@@ -99,7 +100,7 @@ def check_asgi_wiring(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         )
         return [Warning(message, hint=unset_hint, id="helix_django.W030")]
     try:
-        app = import_string(path)
+        app = import_from_setting(path, "ASGI_APPLICATION")
     except ImportError:
         return [Warning(f"ASGI_APPLICATION {path!r} cannot be imported.", hint=hint, id="helix_django.W030")]
     if not serves_helix_chat(app):

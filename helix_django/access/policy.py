@@ -24,10 +24,9 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
-from django.utils.module_loading import import_string
 from rest_framework.settings import api_settings
 
-from helix_django.conf import helix_settings
+from helix_django.conf import helix_settings, import_from_setting
 
 #: Throttle scope of the REST endpoints.
 API_SCOPE = "helix"
@@ -40,7 +39,7 @@ LIST_LIMIT = 100
 def _classes(helix_name: str, drf_name: str) -> list[type]:
     configured = getattr(helix_settings, helix_name)
     if configured is not None:
-        return [import_string(path) if isinstance(path, str) else path for path in configured]
+        return [import_from_setting(path, f"HELIX[{helix_name!r}]") for path in configured]
     return list(getattr(api_settings, drf_name))
 
 
@@ -84,7 +83,7 @@ def pagination_class() -> type | None:
         return api_settings.DEFAULT_PAGINATION_CLASS
     if configured == "":
         return None
-    return import_string(configured) if isinstance(configured, str) else configured
+    return import_from_setting(configured, "HELIX['PAGINATION_CLASS']")
 
 
 def throttle_rates() -> dict[str, Any]:

@@ -11,9 +11,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from django.utils.module_loading import import_string
-
-from helix_django.conf import helix_settings
+from helix_django.conf import helix_settings, import_from_setting
 from helix_django.deadlines import within
 from helix_django.errors import HelixError
 from helix_django.models import Run
@@ -51,7 +49,8 @@ def provider_for(run: Run) -> Any | None:
         agent = {}  # no such agent: the KeyError below reports it
     try:
         config = agent["PROVIDER"]
-        return import_string(config["BACKEND"])(config.get("OPTIONS", {}))
+        backend = import_from_setting(config["BACKEND"], f"HELIX['AGENTS'][{run.agent!r}]['PROVIDER']['BACKEND']")
+        return backend(config.get("OPTIONS", {}))
     except (KeyError, TypeError, ImportError):
         logger.warning("helix recovery: provider of agent %s cannot be loaded", run.agent)
         return None

@@ -14,10 +14,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from django.utils.module_loading import import_string
 from django.utils.translation import gettext_lazy as _
 
-from helix_django.conf import helix_settings
+from helix_django.conf import helix_settings, import_from_setting
 from helix_django.errors import ValidationError
 from helix_django.runtime.providers.base import BaseProvider, ToolSpec
 from helix_django.runtime.tools import Tool, load_tools
@@ -64,13 +63,16 @@ def get_agent(name: str | None = None) -> Agent:
     if not isinstance(config, dict):
         raise UnknownAgentError()
     provider_conf = config.get("PROVIDER") or {}
-    backend = import_string(provider_conf.get("BACKEND", "helix_django.runtime.providers.scripted.ScriptedProvider"))
+    backend = import_from_setting(
+        provider_conf.get("BACKEND", "helix_django.runtime.providers.scripted.ScriptedProvider"),
+        f"HELIX['AGENTS'][{name!r}]['PROVIDER']['BACKEND']",
+    )
     return Agent(
         name=name,
         provider=backend(provider_conf.get("OPTIONS") or {}),
         model=str(config.get("MODEL", "")),
         system_prompt=str(config.get("SYSTEM_PROMPT", "")),
-        tools=load_tools(config.get("TOOLS") or []),
+        tools=load_tools(config.get("TOOLS") or [], setting=f"HELIX['AGENTS'][{name!r}]['TOOLS']"),
         max_steps=int(config.get("MAX_STEPS", 8)),
         max_attempts=int(config.get("MAX_ATTEMPTS", 1)),
         idle_timeout_seconds=float(config.get("IDLE_TIMEOUT_SECONDS", 120)),

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from typing import Any
 
 import jsonschema
-from django.utils.module_loading import import_string
 
 from helix_django import store
+from helix_django.conf import import_from_setting
 from helix_django.limits import tool_result_too_large
 from helix_django.models import ToolEffect, ToolExecution, ToolExecutionStatus
 from helix_django.orm import sync_to_async
@@ -174,11 +174,15 @@ def client_tool(name: str, *, description: str = "", schema: dict[str, Any] | No
     )
 
 
-def load_tools(entries: list[Any]) -> dict[str, Tool]:
-    """Return tools by name from import strings or Tool objects (``HELIX["AGENTS"][...]["TOOLS"]``)."""
+def load_tools(entries: list[Any], setting: str = "HELIX['AGENTS'][...]['TOOLS']") -> dict[str, Tool]:
+    """Return tools by name from import strings or Tool objects (``HELIX["AGENTS"][...]["TOOLS"]``).
+
+    ``setting`` names the list in errors. Raises SettingImportError for a path that cannot be
+    imported and TypeError for an object that is not a Tool.
+    """
     tools: dict[str, Tool] = {}
     for entry in entries or []:
-        obj = import_string(entry) if isinstance(entry, str) else entry
+        obj = import_from_setting(entry, setting)
         if not isinstance(obj, Tool):
             raise TypeError(f"{entry!r} is not a helix_django tool")
         tools[obj.name] = obj
