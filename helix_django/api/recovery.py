@@ -2,7 +2,7 @@
 
 The admin offers every recovery action to staff; the owner of a session needs the ones
 about their own ended run: Regenerate (the safe default), Continue, Keep and Discard.
-These views derive from :class:`~helix_django.api.views.HelixAPIView`: session ownership
+These views derive from :class:`~helix_django.api.base.HelixAPIView`: session ownership
 (404 ``state_session_not_found`` for anyone else), CSRF on POST, throttles, typed errors.
 
 - ``GET  sessions/<id>/runs/<run_id>/recovery``: ``{runId, status, recoveryAction,
@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from helix_django.access.ownership import is_signed_in
-from helix_django.api.views import ERRORS, HelixAPIView, _run_of
+from helix_django.api.base import ERRORS, HelixAPIView, run_of
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform
 
@@ -78,7 +78,7 @@ class RunRecoveryView(HelixAPIView):
     operation_ids = {"GET": "getRunRecovery"}
 
     def get(self, request: Request, session_id: str, run_id: str) -> Response:
-        run = _run_of(self.session(session_id), run_id)
+        run = run_of(self.session(session_id), run_id)
         availability = inv.inventory(run)
         actions = {
             name: {"available": availability[action].is_available, "reason": availability[action].reason}
@@ -97,7 +97,7 @@ class RunRecoveryActionView(HelixAPIView):
     error_statuses = {"POST": (409,)}
 
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
-        run = _run_of(self.session(session_id), run_id)
+        run = run_of(self.session(session_id), run_id)
         actor = request.user.pk if is_signed_in(request.user) else None
         result = async_to_sync(aperform)(ACTIONS[self.action], run.id, actor_id=actor)
         body = {"action": self.action, "runId": result.run_id, "outcome": result.outcome, "newRunId": result.new_run_id}

@@ -18,7 +18,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import serializers
 from rest_framework.request import Request
 
-from helix_django.api.views import HelixAPIView
+from helix_django.api.base import HelixAPIView
 from helix_django.errors import RouteNotWiredError
 
 

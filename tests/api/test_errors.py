@@ -136,7 +136,7 @@ def test_delete_when_the_current_run_vanished_since_the_session_read_is_204(user
     store.get_or_create_session("chat_race", owner_id=user.pk)
     stale = ChatSession.objects.get(pk="chat_race")
     stale.current_run_id = "run_deleted_meanwhile"
-    monkeypatch.setattr("helix_django.api.views.get_owned_session", lambda session_id, owner: stale)
+    monkeypatch.setattr("helix_django.api.base.get_owned_session", lambda session_id, owner: stale)
     client = APIClient()
     client.force_login(user)
     response = client.delete("/helix/api/sessions/chat_race/")
@@ -147,14 +147,14 @@ def test_delete_when_the_current_run_vanished_since_the_session_read_is_204(user
 def test_delete_never_removes_a_session_reused_by_someone_else_after_the_read(user, monkeypatch):
     # Session ids are chosen by clients: after a concurrent delete, another user may own the
     # same id. The stale read's run is gone, so the view reads again and finds no session of its own.
-    from helix_django.api import views
+    from helix_django.api import base
 
     other = get_user_model().objects.create_user(username="bob", password="pw-not-secret")
     store.get_or_create_session("chat_reused", owner_id=other.pk)
     stale = ChatSession(pk="chat_reused", owner_id=user.pk, current_run_id="run_deleted_meanwhile")
-    real = views.get_owned_session
+    real = base.get_owned_session
     reads = iter([lambda *args: stale, real])
-    monkeypatch.setattr(views, "get_owned_session", lambda *args: next(reads)(*args))
+    monkeypatch.setattr(base, "get_owned_session", lambda *args: next(reads)(*args))
     client = APIClient()
     client.force_login(user)
     response = client.delete("/helix/api/sessions/chat_reused/")
