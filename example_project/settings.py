@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "channels",
     "helix_django",
+    # helix's patches of daphne (backpressure, HEAD bodies, form parsing): docs/deploy.md.
+    "helix_django.contrib.daphne",
     "example_project.chat",
 ]
 

@@ -12,10 +12,15 @@ Check ids (listed in docs/checks.md):
   helix route would answer 500.
 - ``helix_django.E031``: ``TokenAuthentication`` is configured without
   ``rest_framework.authtoken`` installed.
+- ``helix_django.W031``: daphne serves the site (``daphne`` installed, or this process runs
+  daphne) but ``helix_django.contrib.daphne`` is not installed: daphne's ``send`` does not
+  wait for a client that stops reading, a ``HEAD`` gets body bytes after its headers, and
+  Twisted parses form bodies on the event loop.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from django.apps import apps
@@ -152,3 +157,23 @@ def check_drf_policy(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     return messages
+
+
+@register(deploy=False)
+def check_daphne_patches(app_configs: Any = None, **kwargs: Any) -> list[Any]:
+    """W031 when daphne serves the site without ``helix_django.contrib.daphne`` installed.
+
+    Daphne serves the site where ``daphne`` is in ``INSTALLED_APPS`` (its ``runserver``) or
+    this process imported ``daphne.server`` (its CLI). Never imports daphne itself.
+    """
+    served_by_daphne = apps.is_installed("daphne") or "daphne.server" in sys.modules
+    if not served_by_daphne or apps.is_installed("helix_django.contrib.daphne"):
+        return []
+    return [
+        Warning(
+            "daphne serves this site but helix's daphne patches are not installed: a client that stops reading "
+            "makes the process buffer its whole replay, and a HEAD response can carry body bytes.",
+            hint="Add 'helix_django.contrib.daphne' to INSTALLED_APPS (docs/deploy.md, 'Serving with daphne').",
+            id="helix_django.W031",
+        )
+    ]

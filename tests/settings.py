@@ -23,6 +23,7 @@ INSTALLED_APPS = [
     "django_tasks",
     "django_tasks_db",
     "helix_django",
+    "helix_django.contrib.daphne",
 ]
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -140,23 +140,13 @@ def _direct_url_router(routes: list[Any]) -> Any:
 def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") -> Any:
     """Return a ``ProtocolTypeRouter``: helix HTTP routes + Django over HTTP, the helix WebSocket.
 
-    ``django_app`` defaults to ``django.core.asgi.get_asgi_application()``. Under daphne,
-    Twisted's own form parsing is turned off (:mod:`helix_django.transport.daphne_forms`),
-    ASGI ``send`` waits while a client does not read
-    (:mod:`helix_django.transport.daphne_backpressure`), and no body bytes follow the headers
-    of a ``HEAD`` or a 204/304 (:mod:`helix_django.transport.daphne_head`); under another
-    server (uvicorn) nothing of daphne is imported.
+    ``django_app`` defaults to ``django.core.asgi.get_asgi_application()``. Patches nothing
+    of the server: a site served by daphne opts in to helix's daphne patches with
+    ``"helix_django.contrib.daphne"`` in ``INSTALLED_APPS`` (:mod:`helix_django.contrib.daphne`).
     """
     from channels.routing import ProtocolTypeRouter
 
-    from helix_django.transport.daphne_backpressure import apply_send_backpressure
-    from helix_django.transport.daphne_forms import disable_twisted_form_parsing
-    from helix_django.transport.daphne_head import drop_bodies_http_forbids
     from helix_django.transport.websocket import UnknownPathConsumer
-
-    disable_twisted_form_parsing()
-    apply_send_backpressure()
-    drop_bodies_http_forbids()
 
     if django_app is None:
         from django.core.asgi import get_asgi_application as django_asgi_application

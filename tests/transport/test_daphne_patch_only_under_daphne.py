@@ -1,4 +1,4 @@
-"""The daphne form-parsing patch applies in a daphne process only; under uvicorn no Twisted is loaded (issue 23).
+"""The daphne patches apply in a daphne process only, and only where the site opted in; under uvicorn no Twisted is loaded.
 
 Each case imports the test suite's ASGI application in a fresh interpreter, as a server
 process does: daphne's CLI imports ``daphne.server`` before it loads the application,
@@ -18,7 +18,7 @@ PROBE = """
 import json, sys
 {before}
 import tests.asgi
-from helix_django.transport.daphne_forms import disable_twisted_form_parsing
+from helix_django.contrib.daphne import disable_twisted_form_parsing
 report = {{"twisted_loaded": "twisted" in sys.modules, "daphne_loaded": "daphne.http_protocol" in sys.modules}}
 if report["daphne_loaded"]:
     from daphne.http_protocol import WebRequest
@@ -28,10 +28,10 @@ print(json.dumps(report))
 """
 
 
-def probe(before: str, tmp_path) -> dict:
+def probe(before: str, tmp_path, settings_module: str = "tests.settings") -> dict:
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DJANGO_SETTINGS_MODULE": settings_module,
         "HELIX_SQLITE_PATH": str(tmp_path / "probe.sqlite3"),
         "PYTHONPATH": str(REPO_ROOT),
     }
@@ -53,3 +53,48 @@ def test_a_daphne_process_gets_the_patch(tmp_path):
         "patched": True,
         "drops_head_bodies": True,
     }
+
+
+def test_installing_helix_django_alone_leaves_daphne_unpatched(tmp_path):
+    """A daphne process whose site has not installed helix_django.contrib.daphne: nothing is patched."""
+    assert probe("import daphne.server", tmp_path, "tests.transport.settings_without_daphne_patches") == {
+        "twisted_loaded": True,
+        "daphne_loaded": True,
+        "patched": False,
+        "drops_head_bodies": False,
+    }
+
+
+CHECK_PROBE = """
+import json
+{before}
+import tests.asgi
+from helix_django.deploy_checks import check_daphne_patches
+print(json.dumps([[m.id, m.hint] for m in check_daphne_patches()]))
+"""
+
+
+def check_probe(before: str, tmp_path, settings_module: str) -> list:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": settings_module,
+        "HELIX_SQLITE_PATH": str(tmp_path / "probe.sqlite3"),
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    done = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-c", CHECK_PROBE.format(before=before)],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+def test_a_daphne_served_site_without_the_patches_is_warned(tmp_path):
+    hint = "Add 'helix_django.contrib.daphne' to INSTALLED_APPS (docs/deploy.md, 'Serving with daphne')."
+    without = "tests.transport.settings_without_daphne_patches"
+    assert check_probe("import daphne.server", tmp_path, without) == [["helix_django.W031", hint]]
+    assert check_probe("import daphne.server", tmp_path, "tests.settings") == []
+    assert check_probe("import uvicorn.main", tmp_path, without) == []

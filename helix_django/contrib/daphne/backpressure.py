@@ -11,8 +11,9 @@ connection's transport (WebSocket) is paused by Twisted when the transport's buf
 its 64 KiB and resumed once it drained; a ``send`` made while it is paused returns once it
 is resumed, or once the client is gone.
 
-Like :mod:`.daphne_forms`, applied only in a process that runs daphne (``daphne.server``
-imported), to every ASGI application daphne serves there, the host's own views included.
+Like :mod:`.forms`, applied by :func:`helix_django.contrib.daphne.apply` (the app's ``ready()``)
+only in a process that runs daphne (``daphne.server`` imported), to every ASGI application
+daphne serves there, the host's own views included.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from typing import Any
 def daphne_web_request() -> type | None:
     """Return daphne's ``WebRequest`` class where this process runs daphne; None, importing nothing, elsewhere.
 
-    The class every daphne patch of helix's applies to (this module's, :mod:`.daphne_head`'s).
+    The class every daphne patch of helix's applies to (this module's, :mod:`.head`'s).
     """
     if "daphne.server" not in sys.modules:
         return None

@@ -10,8 +10,9 @@ upstream connection, reads as the start of the next response on that connection.
 daphne's request empties the body of every such message; ``more_body`` is kept, so the
 response still ends when the application ends it.
 
-Like :mod:`.daphne_forms`, applied only in a process that runs daphne (``daphne.server``
-imported), to every ASGI application daphne serves there, the host's own views included.
+Like :mod:`.forms`, applied by :func:`helix_django.contrib.daphne.apply` (the app's ``ready()``)
+only in a process that runs daphne (``daphne.server`` imported), to every ASGI application
+daphne serves there, the host's own views included.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from helix_django.transport.daphne_forms import daphne_web_request
+from helix_django.contrib.daphne.forms import daphne_web_request
 
 #: Statuses whose responses carry no body (RFC 9110: 1xx, 204, 304), as Twisted's ``NO_BODY_CODES``.
 NO_BODY_STATUSES = frozenset({204, 304})

@@ -1,0 +1,1 @@
+"""Optional integrations of helix_django, each an app a site adds to ``INSTALLED_APPS`` itself."""
