@@ -23,6 +23,7 @@ from helix_django import store
 from helix_django.orm import retrying
 from helix_django.store.reads import write_alias
 from helix_django.streams.base import Chunk
+from helix_django.streams.transactions import TransactionalWrites
 
 T = TypeVar("T")
 
@@ -72,20 +73,22 @@ class Completion:
         return [chunk for chunk in (self.step_committed, self.end) if chunk is not None]
 
 
-def complete_in_transaction(manager: Any, stream_id: str, run_id: str, completion: Completion) -> tuple[Any, list]:
+def complete_in_transaction(
+    transactions: TransactionalWrites, stream_id: str, run_id: str, completion: Completion
+) -> tuple[Any, list]:
     """Store and commit ``completion`` in one transaction, on the ORM's thread (the database stream manager).
 
     The session row is locked first, as every run write locks it. Returns (the terminal
-    checkpoint, the stream writes for ``manager.wrote_in_transaction``). Raises
+    checkpoint, the stream writes for ``transactions.wrote``). Raises
     RunSupersededError / StreamFenceError: nothing is written. Safe to run again after a
     failed attempt: its transaction committed nothing.
     """
     with transaction.atomic(using=write_alias()):
         store.lock_run(run_id)
-        first = manager.append_in_transaction(stream_id, run_id, completion.chunks)
+        first = transactions.append(stream_id, run_id, completion.chunks)
         terminal = completion.commit(run_id, first.sequences, fenced=True)
-        last = manager.append_in_transaction(stream_id, run_id, completion.closing())
-        ended = manager.end_in_transaction(stream_id, run_id, end_status="completed")
+        last = transactions.append(stream_id, run_id, completion.closing())
+        ended = transactions.end(stream_id, run_id, end_status="completed")
     return terminal, [first, last, ended]
 
 

@@ -34,6 +34,7 @@ from helix_django.runtime.completion import (
 from helix_django.signals import run_finished
 from helix_django.store.reads import write_alias
 from helix_django.store.run_ends import helix_metadata
+from helix_django.streams.transactions import TransactionalWrites, joined_transactions
 
 FENCER_WAIT_SECONDS = 2.0
 """How long a fenced run's task waits for the fencing process to commit the run's ending."""
@@ -77,8 +78,9 @@ class EndingsMixin:
             step_committed=step_committed,
         )
         stream_id = self.writer.stream_id
-        if self.manager.joins_transactions_of(write_alias()):
-            writes = self._complete_in_transaction(stream_id, completion)
+        transactions = joined_transactions(self.manager, write_alias())
+        if transactions is not None:
+            writes = self._complete_in_transaction(transactions, stream_id, completion)
         else:
             writes = self._complete_in_steps(stream_id, completion)
         try:
@@ -91,12 +93,14 @@ class EndingsMixin:
         # Ended: a cancel landing in run_finished's receivers must not turn it into a cancelled ending.
         return await outlasts_cancel(self._finished(checkpoint.run, RunStatus.COMPLETED))
 
-    async def _complete_in_transaction(self, stream_id: str, completion: Completion) -> Any:
+    async def _complete_in_transaction(
+        self, transactions: TransactionalWrites, stream_id: str, completion: Completion
+    ) -> Any:
         """The database stream manager: one transaction, then readers are told; return the terminal checkpoint."""
-        checkpoint, writes = await acomplete_in_transaction(self.manager, stream_id, self.run_id, completion)
+        checkpoint, writes = await acomplete_in_transaction(transactions, stream_id, self.run_id, completion)
         completion.is_stored = True
         self.writer.last_sequence = writes[1].sequences[-1]
-        self.manager.wrote_in_transaction(stream_id, writes)
+        transactions.wrote(stream_id, writes)
         return checkpoint
 
     async def _complete_in_steps(self, stream_id: str, completion: Completion) -> Any:

@@ -57,6 +57,7 @@ from helix_django.signals import run_started
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import RUN_ENDED
+from helix_django.streams.transactions import joined_transactions
 from helix_django.streams.writer import StreamWriter
 
 logger = logging.getLogger(__name__)
@@ -164,9 +165,10 @@ class LocalExecutor(SendsMixin, RestartsMixin):
         request.lease_owner, request.lease_seconds = self._new_lease_owner(), helix_settings.LEASE_SECONDS
         if self.executes_at_once:
             request.status, request.read_context = RunStatus.STREAMING, True
-        if manager.joins_transactions_of(write_alias()):
+        transactions = joined_transactions(manager, write_alias())
+        if transactions is not None:
             # The claim and the opening chunks in the run-start transaction: one hop, one commit.
-            request.in_transaction = functools.partial(claim_in_start, manager, session.stream_id, launch)
+            request.in_transaction = functools.partial(claim_in_start, transactions, session.stream_id, launch)
 
     async def open_started(
         self, session: ChatSession, launch: Launch, result: store.RunStartResult, *, user: Any = None
@@ -180,13 +182,13 @@ class LocalExecutor(SendsMixin, RestartsMixin):
         manager = get_stream_manager()
         request = launch.request
         owner = request.lease_owner
-        joined = request.in_transaction is not None
+        joined = manager.transactions if request.in_transaction is not None else None
         session._state.adding = False
         run = result.run
         # A Stop reaches the entry from now on, through this loop (entries.stop_started_task): also while
         # the claim below is in flight, before the run's task exists.
         entry = self._entries[run.id] = Entry(event_loop=asyncio.get_running_loop())
-        claim = manager.claimed(session.stream_id, result.joined[0]) if joined else None
+        claim = joined.claimed(session.stream_id, result.joined[0]) if joined is not None else None
         try:
             writer = StreamWriter.from_settings(manager, session.stream_id, run.id)
             acc = MessageAccumulator(run.response_message_id, parts=launch.parts, metadata=launch.metadata)

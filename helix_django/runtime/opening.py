@@ -4,7 +4,8 @@ With the database stream manager on the store's database, the executor claims th
 session stream and stores the opening chunks inside the run-start transaction
 (``RunStartRequest.in_transaction``): the send's first byte waits for one transaction
 and one thread hop instead of two of each. Elsewhere the claim follows the commit
-(``BaseStreamManager.claim_and_append``). A run that fails before its task starts is ended
+(``BaseStreamManager.claim_and_append``); the joined claim goes through
+``manager.transactions`` (:mod:`helix_django.streams.transactions`). A run that fails before its task starts is ended
 ``failed`` by :func:`abort_start`, its stream too once it was claimed.
 """
 
@@ -19,6 +20,7 @@ from helix_django.errors import FrameworkInternalError, HelixError, RunSupersede
 from helix_django.models import Run, RunStatus
 from helix_django.runtime.handles import Launch
 from helix_django.streams import get_stream_manager
+from helix_django.streams.transactions import TransactionalWrites
 
 logger = logging.getLogger("helix_django.runtime.executor")
 
@@ -34,10 +36,12 @@ def opening_chunks(result: store.RunStartResult, launch: Launch) -> list[dict[st
     ]
 
 
-def claim_in_start(manager: Any, stream_id: str, launch: Launch, result: store.RunStartResult) -> tuple[Any, list]:
+def claim_in_start(
+    transactions: TransactionalWrites, stream_id: str, launch: Launch, result: store.RunStartResult
+) -> tuple[Any, list]:
     """Inside the run-start transaction: claim the stream with the opening chunks; return (token, chunks)."""
     chunks = [{**chunk, "_run": result.run.id} for chunk in opening_chunks(result, launch)]
-    return manager.claim_in_transaction(stream_id, result.run.id, result.checkpoint.id, chunks), chunks
+    return transactions.claim(stream_id, result.run.id, result.checkpoint.id, chunks), chunks
 
 
 async def abort_start(run: Run, exc: BaseException, *, stream_id: str | None = None) -> None:

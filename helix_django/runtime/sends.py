@@ -39,6 +39,7 @@ from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
+from helix_django.streams.transactions import joined_transactions
 
 logger = logging.getLogger("helix_django.runtime.executor")
 
@@ -208,10 +209,10 @@ class SendsMixin:
         if not is_new and request_key and rq.lookup_request_key(session.id, request_key, digest) is not None:
             return None  # a repeat attaches to its key's run: execute() answers it
         if not is_new and head is None:
-            manager = get_stream_manager()
-            if not manager.joins_transactions_of(write_alias()):
+            transactions = joined_transactions(get_stream_manager(), write_alias())
+            if transactions is None:
                 return None
-            info = manager.get_info_in_thread(session.stream_id)
+            info = transactions.get_info(session.stream_id)
             head = info.head_sequence if info else 0
         launch = Launch(request)
         self.prepare_start(session, launch, stream_sequence=head)

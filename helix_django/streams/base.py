@@ -1,8 +1,6 @@
 """The stream manager contract (DESIGN, "Stream manager contract"; 002, "Key concepts").
 
-One stream per session, shared by its turns. A chunk is a JSON-able dict with a
-``"type"`` (an AI SDK UI message stream chunk type or a ``helix-*`` internal type) and
-the reserved metadata keys ``_run`` (run id), ``_attempt`` (attempt id) and ``_step``.
+One stream per session, shared by its turns; its chunks and statuses are in :mod:`.info`.
 Sequences are assigned by the manager: strictly increasing per stream, never rewound or
 reused. Every write is fenced on the run that holds the stream's claim.
 """
@@ -11,67 +9,42 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import dataclasses
-import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.checks import CheckMessage
 
-from helix_django.errors import StreamConnectionError
+from helix_django.streams.info import (
+    ACTIVE,
+    ENDED,
+    FAILED,
+    PAUSED,
+    RUN_ENDED,
+    TERMINAL_STREAM_STATUSES,
+    Chunk,
+    StoredChunk,
+    StreamInfo,
+    raise_connection_error,
+)
 from helix_django.streams.notify import StreamNotifier
+from helix_django.streams.reader import ResumableReader
+from helix_django.streams.transactions import TransactionalWrites, WrittenInTransaction
 
-if TYPE_CHECKING:
-    from helix_django.streams.reader import ResumableReader
-
-logger = logging.getLogger(__name__)
-
-Chunk = dict[str, Any]
-StoredChunk = tuple[int, Chunk]
-
-ACTIVE, PAUSED, ENDED, FAILED = "active", "paused", "ended", "failed"
-TERMINAL_STREAM_STATUSES = frozenset({PAUSED, ENDED, FAILED})
-RUN_ENDED = "run_ended"
-"""The StreamFenceError cause of an opening claim refused by a stream already closed for its run."""
-
-
-@dataclasses.dataclass(frozen=True)
-class StreamInfo:
-    """The stream's own state (002, "Stream status"): never a run's liveness."""
-
-    stream_id: str
-    status: str
-    """``active``, ``paused``, ``ended`` or ``failed``."""
-    head_sequence: int
-    """Highest sequence assigned so far (0 for a stream with no chunk)."""
-    run_id: str
-    """The run holding the claim ('' when none)."""
-    epoch: int = 0
-    """Fencing token of the claim: a claim with a lower epoch is refused."""
-    end_status: str = ""
-    """For ``ended``: how the run ended (``completed``, ``cancelled``, ``interrupted``)."""
-    error: dict[str, Any] | None = None
-    """For ``failed``: the typed error body."""
-
-    def with_head(self, head_sequence: int) -> StreamInfo:
-        """Return this info with ``head_sequence`` moved (half the cost of ``dataclasses.replace``: the append path)."""
-        return StreamInfo(
-            self.stream_id, self.status, head_sequence, self.run_id, self.epoch, self.end_status, self.error
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class WrittenInTransaction:
-    """A stream write made inside a caller's transaction (:meth:`BaseStreamManager.append_in_transaction`).
-
-    ``sequences`` of the chunks stored (none for a status change), ``info`` the stream as
-    the write left it, ``payloads`` the stored JSON of each chunk: what readers are told
-    once the transaction committed (:meth:`BaseStreamManager.wrote_in_transaction`).
-    """
-
-    sequences: list[int]
-    info: StreamInfo | None
-    payloads: list[str]
+__all__ = [
+    "ACTIVE",
+    "ENDED",
+    "FAILED",
+    "PAUSED",
+    "RUN_ENDED",
+    "TERMINAL_STREAM_STATUSES",
+    "BaseStreamManager",
+    "Chunk",
+    "StoredChunk",
+    "StreamInfo",
+    "TransactionalWrites",
+    "WrittenInTransaction",
+    "raise_connection_error",
+]
 
 
 class BaseStreamManager(abc.ABC):
@@ -89,6 +62,8 @@ class BaseStreamManager(abc.ABC):
     """Several processes may read and write the same streams."""
     supports_info_without_hop: bool = False
     """:meth:`get_info` answers on the event loop, with no thread hop (a send reads the head before its hop)."""
+    transactions: TransactionalWrites | None = None
+    """Writes that join a caller's database transaction (:mod:`.transactions`); None when unsupported."""
 
     @property
     def reads_are_current(self) -> bool:
@@ -137,53 +112,6 @@ class BaseStreamManager(abc.ABC):
         """
         info = await self.claim_stream(stream_id, run_id, epoch=epoch, is_opening=True)
         return info, await self.append(stream_id, run_id, chunks) if chunks else []
-
-    def joins_transactions_of(self, alias: str) -> bool:
-        """Whether a claim may be made inside a transaction of database ``alias`` (see :meth:`claim_in_transaction`).
-
-        The database manager on that alias: a run's start and its stream claim are then
-        one transaction and one thread hop. False for every other manager.
-        """
-        return False
-
-    def claim_in_transaction(self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk]) -> Any:
-        """Claim and store ``chunks`` inside the caller's transaction, on the ORM's thread; return a token.
-
-        Only where :meth:`joins_transactions_of` is true. Once that transaction committed,
-        pass the token to :meth:`claimed` on the event loop. An opening claim, as
-        :meth:`claim_and_append`'s. Raises StreamFenceError (the caller's transaction then rolls back).
-        """
-        raise NotImplementedError
-
-    def get_info_in_thread(self, stream_id: str) -> StreamInfo | None:
-        """Return :meth:`get_info`'s answer synchronously, on the ORM's thread.
-
-        Only where :meth:`joins_transactions_of` is true (a send's run-start commit reads
-        the head in its request's one thread hop). Raises StreamConnectionError.
-        """
-        raise NotImplementedError
-
-    def claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
-        """Once :meth:`claim_in_transaction`'s transaction committed: wake readers; return (claim info, sequences)."""
-        raise NotImplementedError
-
-    def append_in_transaction(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> WrittenInTransaction:
-        """Store ``chunks`` inside the caller's transaction, on the ORM's thread; return what was written.
-
-        Only where :meth:`joins_transactions_of` is true (a run's last step, its terminal
-        commit and its stream's end are then one transaction). Fenced as
-        :meth:`append`: raises StreamFenceError, and the caller's transaction rolls back.
-        Once it committed, pass every write, in order, to :meth:`wrote_in_transaction`.
-        """
-        raise NotImplementedError
-
-    def end_in_transaction(self, stream_id: str, run_id: str, *, end_status: str) -> WrittenInTransaction:
-        """End the stream (as :meth:`end_stream`) inside the caller's transaction; see :meth:`append_in_transaction`."""
-        raise NotImplementedError
-
-    def wrote_in_transaction(self, stream_id: str, writes: Sequence[WrittenInTransaction]) -> None:
-        """Once the transaction of ``writes`` (made through this manager) committed: tell readers, wake them."""
-        raise NotImplementedError
 
     @abc.abstractmethod
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
@@ -251,7 +179,7 @@ class BaseStreamManager(abc.ABC):
 
     async def create_resumable_reader(
         self, stream_id: str, *, from_sequence: int = 0, wait_for_live: bool = False
-    ) -> ResumableReader | None:
+    ) -> ResumableReader[BaseStreamManager] | None:
         """Open a reader yielding ``(sequence, chunk)`` with sequence > ``from_sequence``.
 
         Returns None when the stream does not exist or has failed, unless
@@ -261,8 +189,6 @@ class BaseStreamManager(abc.ABC):
         info = await self.get_info(stream_id)
         if not wait_for_live and (info is None or info.status == FAILED):
             return None
-        from helix_django.streams.reader import ResumableReader
-
         return ResumableReader(self, stream_id, from_sequence=from_sequence, wait_for_live=wait_for_live, info=info)
 
     async def read_all(self, stream_id: str, *, after: int = 0) -> list[StoredChunk]:
@@ -300,9 +226,3 @@ class BaseStreamManager(abc.ABC):
     async def aclose(self) -> None:
         """Release connections held by the manager (none by default)."""
         return None
-
-
-def raise_connection_error(exc: BaseException, what: str) -> StreamConnectionError:
-    """Log ``exc`` (type only) and return a typed retryable StreamConnectionError for it."""
-    logger.warning("stream backend %s failed: %s", what, type(exc).__name__)
-    return StreamConnectionError(cause=what)

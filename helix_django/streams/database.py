@@ -32,12 +32,12 @@ from helix_django.streams.base import (
     Chunk,
     StoredChunk,
     StreamInfo,
-    WrittenInTransaction,
     raise_connection_error,
 )
 from helix_django.streams.database_writes import DatabaseStreamWrites, claim_sql, encode, info_of
 from helix_django.streams.group_commit import GroupCommit
 from helix_django.streams.tail import TailCache
+from helix_django.streams.transactions import TransactionalWrites, WrittenInTransaction
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +72,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         """How appends are committed: on the loop for SQLite where that never waits (:mod:`.group_commit`)."""
         self.appends = AppendQueue(self)
         """Appends queued for the next group commit, per event loop (:mod:`.append_queue`)."""
+        self.transactions = DatabaseTransactions(self)
         from helix_django.streams.broadcast import attach_broadcast
 
         attach_broadcast(self)
@@ -123,62 +124,16 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         token = await self._call(
             "claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks), is_opening
         )
-        return self.claimed(stream_id, token)
+        return self._claimed(stream_id, token)
 
-    def joins_transactions_of(self, alias: str) -> bool:
-        """Whether this manager writes to ``alias`` (its claims can join a transaction there)."""
-        return alias == self.using
-
-    def claim_in_transaction(self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk]) -> Any:
-        """Claim and insert ``chunks`` inside the caller's transaction (see the base class)."""
-        self.tail.forget(stream_id)
-        return self._claim_and_append_sync(stream_id, run_id, epoch, list(chunks))
-
-    def get_info_in_thread(self, stream_id: str) -> StreamInfo | None:
-        """Read the stream's info on the ORM's thread (see the base class)."""
-        try:
-            return self._info_sync(stream_id)
-        except DatabaseError as exc:
-            raise raise_connection_error(exc, "info") from exc
-
-    def claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
-        """Record the committed claim's chunks in the tail and wake readers (see the base class)."""
+    def _claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
+        """Record the committed claim's chunks in the tail and wake readers (:meth:`DatabaseTransactions.claimed`)."""
         claimed, sequences, info, payloads = token
         self.tail.forget(stream_id)
         if sequences:
             self.tail.extend(stream_id, info, sequences[0], payloads)
         self.notifier.notify(stream_id)
         return claimed, sequences
-
-    def append_in_transaction(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> WrittenInTransaction:
-        """Store ``chunks`` inside the caller's transaction (see the base class)."""
-        if not chunks:
-            return WrittenInTransaction([], None, [])
-        return WrittenInTransaction(*self._append_locked(stream_id, run_id, chunks))
-
-    def end_in_transaction(self, stream_id: str, run_id: str, *, end_status: str) -> WrittenInTransaction:
-        """End the stream inside the caller's transaction (see the base class)."""
-        return WrittenInTransaction([], self._status_sync(stream_id, run_id, ENDED, {"end_status": end_status}), [])
-
-    def wrote_in_transaction(self, stream_id: str, writes: Sequence[WrittenInTransaction]) -> None:
-        """Record the committed chunks in the tail with the stream's final info, wake readers, then drop them.
-
-        The readers woken (at the head) are served the last chunks and the status the same
-        transaction committed without a query (:mod:`.tail`); the entry is dropped right
-        after they ran, as after any status change: an ended stream is read from the
-        database, so a purge by another process leaves nothing behind here.
-        """
-        stored = [write for write in writes if write.payloads]
-        final = next((write.info for write in reversed(writes) if write.info is not None), None)
-        if not stored or final is None:
-            self.tail.forget(stream_id)
-        for number, write in enumerate(stored, start=1):
-            assert write.info is not None  # a write that stored chunks knows the stream it left
-            info = final if number == len(stored) and final is not None else write.info
-            self.tail.extend(stream_id, info, write.sequences[0], write.payloads)
-        self.notifier.notify(stream_id)
-        if stored:  # after the woken readers, which the loop runs first (FIFO)
-            asyncio.get_running_loop().call_soon(self.tail.forget, stream_id)
 
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
         """Store ``chunks`` (see the base class); concurrent appends share one transaction (group commit).
@@ -240,3 +195,59 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         if hit is not None:
             return hit
         return await self._call("read", self._read_sync, stream_id, after, limit)
+
+
+class DatabaseTransactions(TransactionalWrites):
+    """The database manager's writes inside a caller's transaction on its database (see the base class)."""
+
+    def __init__(self, manager: DatabaseStreamManager) -> None:
+        self.manager = manager
+        self.database = manager.using
+
+    def claim(self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk]) -> Any:
+        """Claim and insert ``chunks`` inside the caller's transaction (see the base class)."""
+        self.manager.tail.forget(stream_id)
+        return self.manager._claim_and_append_sync(stream_id, run_id, epoch, list(chunks))
+
+    def claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
+        """Record the committed claim's chunks in the tail and wake readers (see the base class)."""
+        return self.manager._claimed(stream_id, token)
+
+    def get_info(self, stream_id: str) -> StreamInfo | None:
+        """Read the stream's info on the ORM's thread (see the base class)."""
+        try:
+            return self.manager._info_sync(stream_id)
+        except DatabaseError as exc:
+            raise raise_connection_error(exc, "info") from exc
+
+    def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> WrittenInTransaction:
+        """Store ``chunks`` inside the caller's transaction (see the base class)."""
+        if not chunks:
+            return WrittenInTransaction([], None, [])
+        return WrittenInTransaction(*self.manager._append_locked(stream_id, run_id, chunks))
+
+    def end(self, stream_id: str, run_id: str, *, end_status: str) -> WrittenInTransaction:
+        """End the stream inside the caller's transaction (see the base class)."""
+        info = self.manager._status_sync(stream_id, run_id, ENDED, {"end_status": end_status})
+        return WrittenInTransaction([], info, [])
+
+    def wrote(self, stream_id: str, writes: Sequence[WrittenInTransaction]) -> None:
+        """Record the committed chunks in the tail with the stream's final info, wake readers, then drop them.
+
+        The readers woken (at the head) are served the last chunks and the status the same
+        transaction committed without a query (:mod:`.tail`); the entry is dropped right
+        after they ran, as after any status change: an ended stream is read from the
+        database, so a purge by another process leaves nothing behind here.
+        """
+        tail = self.manager.tail
+        stored = [write for write in writes if write.payloads]
+        final = next((write.info for write in reversed(writes) if write.info is not None), None)
+        if not stored or final is None:
+            tail.forget(stream_id)
+        for number, write in enumerate(stored, start=1):
+            assert write.info is not None  # a write that stored chunks knows the stream it left
+            info = final if number == len(stored) and final is not None else write.info
+            tail.extend(stream_id, info, write.sequences[0], write.payloads)
+        self.manager.notifier.notify(stream_id)
+        if stored:  # after the woken readers, which the loop runs first (FIFO)
+            asyncio.get_running_loop().call_soon(tail.forget, stream_id)

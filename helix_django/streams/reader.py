@@ -8,15 +8,14 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
-from helix_django.streams.base import ACTIVE, TERMINAL_STREAM_STATUSES, StoredChunk, StreamInfo
+from helix_django.streams.info import ACTIVE, TERMINAL_STREAM_STATUSES, ReadableStreams, StoredChunk, StreamInfo
 
-if TYPE_CHECKING:
-    from helix_django.streams.base import BaseStreamManager
+Manager = TypeVar("Manager", bound=ReadableStreams)
 
 
-class ResumableReader:
+class ResumableReader(Generic[Manager]):
     """Async iterator of ``(sequence, chunk)`` over one stream, from a cursor to the terminal.
 
     Attributes (002, "The backlog boundary"):
@@ -35,7 +34,7 @@ class ResumableReader:
 
     def __init__(
         self,
-        manager: BaseStreamManager,
+        manager: Manager,
         stream_id: str,
         *,
         from_sequence: int,

@@ -111,7 +111,7 @@ def shared_manager(request, use_agents, monkeypatch):
     if request.param == "database":
         manager = get_stream_manager()
         # A stream backend apart from the run-start transaction: its claim is a write of its own.
-        monkeypatch.setattr(manager, "joins_transactions_of", lambda alias: False)
+        monkeypatch.setattr(manager, "transactions", None)
         yield manager
         return
     config = {**MANAGERS[request.param], "OPTIONS": dict(MANAGERS[request.param]["OPTIONS"])}
@@ -202,7 +202,7 @@ async def test_a_stop_served_by_another_process_after_the_claim_fences_the_runs_
     use_agents(default=agent({"TEXT": " ".join(f"w{i}" for i in range(60))}))
     manager = get_stream_manager()
     if not joined:
-        monkeypatch.setattr(manager, "joins_transactions_of", lambda alias: False)
+        monkeypatch.setattr(manager, "transactions", None)
     other = LocalExecutor()
     entered, released = asyncio.Event(), asyncio.Event()
     dispatch = executor._dispatch

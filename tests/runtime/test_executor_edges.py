@@ -169,14 +169,16 @@ async def test_a_new_run_stores_its_opening_chunks_with_its_claim(executor, sess
         claims.append([chunk["type"] for chunk in chunks])
         return await original(stream_id, run_id, epoch=epoch, chunks=chunks)
 
-    joined = manager.claim_in_transaction
+    transactions = manager.transactions
+    joined = transactions.claim if transactions is not None else None
 
     def recording_joined(stream_id, run_id, epoch, chunks):  # the claim made inside the run-start commit
         claims.append([chunk["type"] for chunk in chunks])
         return joined(stream_id, run_id, epoch, chunks)
 
     manager.claim_and_append = recording
-    manager.claim_in_transaction = recording_joined
+    if transactions is not None:
+        transactions.claim = recording_joined
     try:
         handle = await executor.execute(session, [user_message("hi")])
         # One write before the caller's first byte: the claim carries the opening chunks (the
@@ -185,7 +187,9 @@ async def test_a_new_run_stores_its_opening_chunks_with_its_claim(executor, sess
         assert [chunk["type"] for batch in batches for chunk in batch][:1] in ([], ["start-step"])
         assert [c["type"] for _s, c in await manager.read_all(session.stream_id)][:2] == ["helix-run-start", "start"]
     finally:
-        del manager.append_soon, manager.claim_and_append, manager.claim_in_transaction
+        del manager.append_soon, manager.claim_and_append
+        if transactions is not None:
+            del transactions.claim
     await executor.cancel(session=session, run_id=handle.run_id)
 
 
@@ -245,7 +249,7 @@ async def test_a_failure_after_the_run_start_commit_is_never_retryable(executor,
     use_agents(default=agent())  # (re)builds the stream managers: patch the one in use after it
     monkeypatch.setattr(get_stream_manager(), "claim_and_append", broken_claim)
     # A stream backend apart from the store's database (Redis): its claim follows the commit.
-    monkeypatch.setattr(get_stream_manager(), "joins_transactions_of", lambda alias: False)
+    monkeypatch.setattr(get_stream_manager(), "transactions", None)
     with pytest.raises(FrameworkInternalError) as caught:
         await executor.execute(session, [user_message("hi")])
     assert caught.value.status == 500 and caught.value.to_body()["retryable"] is False
@@ -262,7 +266,7 @@ async def test_a_claim_refused_inside_the_run_start_commit_leaves_nothing(execut
         raise StreamFenceError(cause="stale_claim")
 
     use_agents(default=agent())
-    monkeypatch.setattr(get_stream_manager(), "claim_in_transaction", refused)
+    monkeypatch.setattr(get_stream_manager().transactions, "claim", refused)
     with pytest.raises(AlreadyRunningError):
         await executor.execute(session, [user_message("hi")])
     assert not await Run.objects.filter(session_id=session.id).aexists()
@@ -279,7 +283,7 @@ async def test_a_run_that_fails_after_claiming_its_stream_fails_the_stream(
     use_agents(default=agent())
     manager = get_stream_manager()
     if not joined:
-        monkeypatch.setattr(manager, "joins_transactions_of", lambda alias: False)
+        monkeypatch.setattr(manager, "transactions", None)
     original = executor_module.RunLoop
 
     def broken(*args, **kwargs):

@@ -19,6 +19,7 @@ from helix_django.recovery.inventory import MARK_INTERRUPTED
 from helix_django.runtime import endings
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import ENDED, FAILED
+from helix_django.streams.transactions import joined_transactions
 from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.replay import ResponseFilter
 from tests.runtime.conftest import agent, run_chunks, stream_chunks, user_message
@@ -140,7 +141,7 @@ async def test_a_run_about_to_commit_its_end_is_ended_by_a_reconcile_as_its_stre
     await executor.wait(handle.run_id, 5)
     run = await assert_truthful(session.id, handle.run_id)
     assert result.outcome == run.status
-    joined = get_stream_manager().joins_transactions_of("default")
+    joined = joined_transactions(get_stream_manager(), "default") is not None
     assert run.status == (RunStatus.INTERRUPTED if joined else RunStatus.COMPLETED)
 
 
