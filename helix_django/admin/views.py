@@ -29,6 +29,7 @@ from helix_django.jsonbody import load_json
 from helix_django.models import Run, ToolExecution, ToolExecutionStatus
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform, aresolve_tool
+from helix_django.runtime.executor import get_executor
 
 
 def outside_request_transactions(view: Any) -> Any:
@@ -132,7 +133,7 @@ def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> He
     """Perform ``action`` on ``run`` and log it; return its typed refusal (None: done)."""
     try:
         # A generation started here runs on the executor's own loop; the request does not wait for it.
-        result = async_to_sync(aperform)(action, run.pk, actor_id=request.user.pk)
+        result = async_to_sync(aperform)(action, run.pk, executor=get_executor(), actor_id=request.user.pk)
     except HelixError as exc:
         return exc
     note = f"Recovery action: {TITLES[action]} -> {result.outcome}"

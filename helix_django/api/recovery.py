@@ -26,6 +26,7 @@ from helix_django.access.ownership import is_signed_in
 from helix_django.api.base import ERRORS, HelixAPIView, run_of
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform
+from helix_django.runtime.executor import get_executor
 
 #: URL action -> recovery action of :mod:`helix_django.recovery.inventory`, in the order shown.
 ACTIONS = {
@@ -99,6 +100,6 @@ class RunRecoveryActionView(HelixAPIView):
     def post(self, request: Request, session_id: str, run_id: str) -> Response:
         run = run_of(self.session(session_id), run_id)
         actor = request.user.pk if is_signed_in(request.user) else None
-        result = async_to_sync(aperform)(ACTIONS[self.action], run.id, actor_id=actor)
+        result = async_to_sync(aperform)(ACTIONS[self.action], run.id, executor=get_executor(), actor_id=actor)
         body = {"action": self.action, "runId": result.run_id, "outcome": result.outcome, "newRunId": result.new_run_id}
         return Response(RecoveryResultSerializer(body).data)

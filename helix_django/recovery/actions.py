@@ -14,7 +14,9 @@ happens:
 - **Keep partial** / **Discard partial**: keep the partial text as a partial assistant
   message, or remove it from the conversation (archived, still auditable).
 
-Only Regenerate and Continue start inference, through the runtime executor. Nothing
+Only Regenerate and Continue start inference, through the executor the caller passes
+(``executor=``: the admin and the API pass ``helix_django.runtime.executor.get_executor()``;
+recovery sits below the runtime and never imports it). Nothing
 here re-runs a tool. Every action emits ``recovery.action`` and ``recovery.outcome``
 telemetry and the ``recovery_action_taken`` signal.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from django.utils.translation import gettext_lazy
 
@@ -37,7 +39,7 @@ from helix_django.errors import (
 )
 from helix_django.jsonbody import ensure_storable
 from helix_django.limits import check_tool_result_size
-from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecution, ToolExecutionStatus
+from helix_django.models import CancelledBy, ChatSession, Checkpoint, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.recovery import inventory as inv
@@ -67,10 +69,26 @@ async def _load(run_id: str, action: str) -> Run:
     return run
 
 
-def _executor() -> Any:
-    from helix_django.runtime.executor import get_executor
+class RunStarter(Protocol):
+    """What the Cancel, Regenerate and Continue actions need of the executor (the caller's)."""
 
-    return get_executor()
+    async def cancel(self, *, session: ChatSession, run_id: str, by: str = ...) -> Run:
+        """Cancel a live run; return it as it ended."""
+
+    async def regenerate(self, *, session: ChatSession) -> Any:
+        """Start a new attempt of the session's latest turn; return its handle (``.run_id``)."""
+
+    async def continue_run(self, *, session: ChatSession, run_id: str) -> Any:
+        """Start a run continuing ``run_id``'s partial answer; return its handle (``.run_id``)."""
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> str | None:
+        """Wait for a run executing in this process to end; return its status (None if not local)."""
+
+
+def _needs(executor: RunStarter | None, action: str) -> RunStarter:
+    if executor is None:
+        raise TypeError(f"the recovery action {action!r} needs executor= (the runtime's get_executor())")
+    return executor
 
 
 async def _check_status(run: Run) -> tuple[str, str]:
@@ -90,25 +108,24 @@ async def _check_status(run: Run) -> tuple[str, str]:
         return "changed_meanwhile", ""
 
 
-async def _cancel(run: Run) -> tuple[str, str]:
+async def _cancel(run: Run, executor: RunStarter) -> tuple[str, str]:
     """Staff's Cancel of a live run (the inventory offers it for no other): recorded as ``cancelled_by=staff``."""
     # The executor stops a run it executes here, or ends one executed elsewhere.
     session = await ChatSession.objects.aget(pk=run.session_id)
     try:
-        ended = await _executor().cancel(session=session, run_id=run.id, by=CancelledBy.STAFF)
+        ended = await executor.cancel(session=session, run_id=run.id, by=CancelledBy.STAFF)
     except RunNotActionableError:  # it ended between the inventory and the cancel
         return "changed_meanwhile", ""
     return ("cancelled" if ended.status == RunStatus.CANCELLED else "changed_meanwhile"), ""
 
 
-async def _start(run: Run, action: str, wait_seconds: float | None) -> tuple[str, str]:
+async def _start(run: Run, action: str, wait_seconds: float | None, executor: RunStarter) -> tuple[str, str]:
     session = await ChatSession.objects.aget(pk=run.session_id)
-    executor = _executor()
     if action == inv.REGENERATE:
         handle = await executor.regenerate(session=session)
     else:
         handle = await executor.continue_run(session=session, run_id=run.id)
-    if wait_seconds is None or not hasattr(executor, "wait"):
+    if wait_seconds is None:
         return "started", handle.run_id
     try:
         status = await executor.wait(handle.run_id, timeout=wait_seconds)
@@ -124,19 +141,28 @@ async def _claim_partial_decision(run: Run, action: str) -> None:
 
 
 async def aperform(
-    action: str, run_id: str, *, actor_id: int | None = None, wait_seconds: float | None = None
+    action: str,
+    run_id: str,
+    *,
+    executor: RunStarter | None = None,
+    actor_id: int | None = None,
+    wait_seconds: float | None = None,
 ) -> ActionResult:
     """Perform recovery ``action`` (one of :data:`~helix_django.recovery.inventory.ACTIONS`) on a run.
 
-    ``wait_seconds``: for Regenerate/Continue from a sync caller (whose event loop ends when
-    the call returns), wait up to that long for the new run to end; the outcome is then
-    ``started:<status>``. A run still going after the wait is left to its lease and the scan.
+    ``executor``: what starts and cancels runs (the runtime's ``get_executor()``); Cancel,
+    Regenerate and Continue raise TypeError without it. ``wait_seconds``: for
+    Regenerate/Continue from a sync caller (whose event loop ends when the call returns),
+    wait up to that long for the new run to end; the outcome is then ``started:<status>``.
+    A run still going after the wait is left to its lease and the scan.
 
     Raises RunNotFoundError, RunNotActionableError (with the reason people see) and, for
     Regenerate/Continue, the executor's typed errors.
     """
     if action not in inv.ACTIONS:
         raise RunNotActionableError(cause="unknown_action")
+    if action in (inv.CANCEL, inv.REGENERATE, inv.CONTINUE):
+        executor = _needs(executor, action)
     run = await _load(run_id, action)
     started = time.monotonic()
     telemetry.emit("recovery.action", **telemetry.run_fields(run), action=action, actor_id=actor_id)
@@ -146,9 +172,11 @@ async def aperform(
     elif action == inv.MARK_INTERRUPTED:
         outcome = (await arecover_run(run.id, force=True, query_provider=False)).outcome
     elif action == inv.CANCEL:
-        outcome, _ = await _cancel(run)
+        assert executor is not None
+        outcome, _ = await _cancel(run, executor)
     elif action in (inv.REGENERATE, inv.CONTINUE):
-        outcome, new_run_id = await _start(run, action, wait_seconds)
+        assert executor is not None
+        outcome, new_run_id = await _start(run, action, wait_seconds, executor)
     elif action == inv.KEEP_PARTIAL:
         await _claim_partial_decision(run, action)
         outcome = "kept"
@@ -174,8 +202,6 @@ async def aperform(
 
 
 def _head(run: Run) -> int:
-    from helix_django.models import Checkpoint
-
     return (
         Checkpoint.objects.filter(session_id=run.session_id)
         .order_by("-id")

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from helix_django import metrics, store
+from helix_django.conf import helix_settings
 from helix_django.deadlines import outlasts_cancel
 from helix_django.errors import (
     ProviderError,
@@ -316,8 +317,6 @@ class RunLoop(EndingsMixin):
             )
 
     async def _renew_lease(self) -> None:
-        from helix_django.conf import helix_settings
-
         seen = 0.0
         while True:
             await asyncio.sleep(helix_settings.LEASE_RENEW_SECONDS)

@@ -32,8 +32,12 @@ from helix_django.errors import (
     ValidationError,
     store_error_for,
 )
+from helix_django.limits import ENDING_RESERVE_BYTES, json_size
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.orm import sync_to_async
+from helix_django.recovery.outcomes import acancel_ended
+from helix_django.recovery.partial import arebuild_partial
+from helix_django.recovery.scan import arecover_run, fence_writer, release_fence
 from helix_django.runtime import requests as rq
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.handles import Entry, Launch, RunHandle
@@ -163,8 +167,6 @@ class EntriesMixin:
             return False
         # Recovery's own decision and ending: the writer fenced, partial output rebuilt from the
         # stream, unknown tool outcomes marked (000, "Recovery on app relaunch").
-        from helix_django.recovery.scan import arecover_run
-
         decision = await arecover_run(run.id, force=True, query_provider=False)
         if decision.outcome == "skipped":
             logger.info("run %s was retired by a concurrent request (%s)", run.id, decision.reason)
@@ -241,10 +243,6 @@ class EntriesMixin:
         readers meet the pause as a retryable drop (``cause: run_recovering``) and resume into
         the cancelled ending.
         """
-        from helix_django.recovery.outcomes import acancel_ended
-        from helix_django.recovery.partial import arebuild_partial
-        from helix_django.recovery.scan import fence_writer, release_fence
-
         await store.amark_started_tool_executions_unknown(run.id)
         partial, is_fenced = None, False
         if run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
@@ -354,8 +352,6 @@ async def _check_room_for_answers(session: ChatSession, run: Run, answers: list[
     Raises MessageTooLargeError (413, ``cause: "tool_result"``, ``limitBytes``, ``sizeBytes``:
     the message with every output added, an upper bound).
     """
-    from helix_django.limits import ENDING_RESERVE_BYTES, json_size
-
     row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
     size = json_size(row) if row is not None else 0
     size += sum(json_size(value) for _call_id, _status, value, _code in answers)

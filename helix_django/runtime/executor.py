@@ -48,6 +48,7 @@ from helix_django.protocol import MessageAccumulator
 from helix_django.runtime import guards, shutdown
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
+from helix_django.runtime.entries import aget_run
 from helix_django.runtime.handles import Entry, Launch, RunHandle
 from helix_django.runtime.opening import abort_start, claim_in_start, opening_chunks
 from helix_django.runtime.restarts import RestartsMixin
@@ -311,8 +312,6 @@ async def _ended_before_its_claim(run: Run, exc: BaseException) -> Run | None:
     """
     if not isinstance(exc, StreamFenceError) or exc.cause not in (RUN_ENDED, "stream_not_active"):
         return None
-    from helix_django.runtime.entries import aget_run
-
     fresh = await aget_run(run.session_id, run.id)
     return None if fresh.is_live else fresh
 

@@ -21,6 +21,7 @@ import asyncio
 import logging
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from helix_django import store
@@ -123,8 +124,6 @@ def worker_owner() -> str:
 def _user(user_id: str | None) -> Any:
     if user_id is None:
         return None
-    from django.contrib.auth import get_user_model
-
     return get_user_model().objects.filter(pk=user_id).first()
 
 

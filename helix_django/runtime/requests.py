@@ -174,9 +174,7 @@ aload_rows = sync_to_async(_rows)
 
 def _begin_streaming(run_id: str, session_id: str, before: int) -> list[dict[str, Any]]:
     """Mark the run ``streaming`` (fenced, :func:`helix_django.store.update_run`); return the rows of :func:`_rows`."""
-    from helix_django.store import update_run
-
-    update_run(run_id, status=RunStatus.STREAMING)
+    store.update_run(run_id, status=RunStatus.STREAMING)
     return _rows(session_id, before)
 
 

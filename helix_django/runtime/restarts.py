@@ -17,6 +17,7 @@ from typing import Any
 from helix_django import store
 from helix_django.errors import AlreadyRunningError, RunNotActionableError
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
+from helix_django.recovery.provider import acancel_operation
 from helix_django.runtime import requests as rq
 from helix_django.runtime.entries import NO_RESULT_TEXT, EntriesMixin, acurrent_run, aget_run, typed
 from helix_django.runtime.handles import Launch, RunHandle
@@ -143,8 +144,6 @@ async def _record_resolution(run: Run, action: str) -> None:
 async def _stop_left_operation(run: Run) -> None:
     """Cancel the provider operation an interrupted or failed run may have left generating, before a redo
     starts beside it (a completed or cancelled run's operation has ended)."""
-    from helix_django.recovery.provider import acancel_operation
-
     if run.status in (RunStatus.INTERRUPTED, RunStatus.FAILED):
         await acancel_operation(run)
 

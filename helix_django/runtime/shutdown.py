@@ -29,6 +29,9 @@ import threading
 from typing import Any
 
 from helix_django.conf import helix_settings
+from helix_django.models import Run
+from helix_django.recovery.provider import provider_for
+from helix_django.recovery.scan import arecover_run
 
 logger = logging.getLogger(__name__)
 
@@ -105,10 +108,6 @@ async def adrain(executor: Any, seconds: float) -> list[str]:
 
 async def _end_interrupted(run_id: str) -> bool:
     """End a run still executing at the drain's end as the relaunch scan would; False when it is left to it."""
-    from helix_django.models import Run
-    from helix_django.recovery.provider import provider_for
-    from helix_django.recovery.scan import arecover_run
-
     run = await Run.objects.filter(pk=run_id).afirst()
     if run is None or not run.is_live:
         return False

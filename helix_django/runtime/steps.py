@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from helix_django import store
 from helix_django.deadlines import idle_deadline
 from helix_django.errors import ProviderError
+from helix_django.runtime.agents import Agent
 from helix_django.runtime.providers.base import (
     Finish,
     OperationStarted,
@@ -28,9 +29,6 @@ from helix_django.runtime.providers.base import (
     TextDelta,
     ToolCall,
 )
-
-if TYPE_CHECKING:
-    from helix_django.runtime.agent import RunLoop
 
 #: Bound on polling ``retrieve`` for an operation that is still in progress after a drop.
 RETRIEVE_DEADLINE_SECONDS = 120.0
@@ -73,10 +71,24 @@ class LoopRounds:
         self.went_round = True
 
 
+class AttemptHost(Protocol):
+    """What an attempt needs from the run it streams for (:class:`~helix_django.runtime.agent.RunLoop`)."""
+
+    run_id: str
+    attempt_id: str
+    agent: Agent
+
+    def provider_messages(self) -> list[dict[str, Any]]:
+        """Return the conversation in the provider's message shape."""
+
+    def emit(self, chunk: dict[str, Any], *, content: bool = False) -> None:
+        """Write one UI chunk to the run's stream (``content``: part of the response message)."""
+
+
 class AttemptStreamer:
     """Streams one attempt of the loop's current step into the loop's writer."""
 
-    def __init__(self, loop: RunLoop, number: int) -> None:
+    def __init__(self, loop: AttemptHost, number: int) -> None:
         self.loop = loop
         self.number = number
         self.provider = loop.agent.provider

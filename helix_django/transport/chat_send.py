@@ -10,11 +10,11 @@ where that makes no hop (:func:`loop_head`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import HelixError
 from helix_django.models import ChatSession, Run
+from helix_django.runtime.executor import get_executor
 from helix_django.runtime.handles import RunHandle
 from helix_django.runtime.sends import is_plain_send
 from helix_django.streams import get_stream_manager
@@ -22,13 +22,6 @@ from helix_django.transport.auth import Identity
 from helix_django.transport.chat_request import ChatRequest
 from helix_django.transport.plan import ResponsePlan, read_plan
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
-
-
-def get_executor() -> Any:
-    """Return the runtime's configured executor (``HELIX["EXECUTOR"]``)."""
-    from helix_django.runtime.executor import get_executor as runtime_get_executor
-
-    return runtime_get_executor()
 
 
 @dataclasses.dataclass(frozen=True)

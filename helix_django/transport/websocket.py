@@ -50,6 +50,7 @@ from helix_django.jsonbody import load_json, run_off_loop
 from helix_django.limits import request_too_large
 from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
+from helix_django.runtime.executor import get_executor
 from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.auth import Identity, authenticate_socket
@@ -180,8 +181,6 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def handle_send(self, content: dict[str, Any]) -> None:
         """Execute a send and stream its run."""
-        from helix_django.runtime.executor import get_executor
-
         body = {k: content[k] for k in ("messages", "message", "trigger", "messageId") if k in content}
         messages, trigger, message_id, _ = await run_off_loop(validate_body, body)
         key = content.get("request_key")
@@ -209,8 +208,6 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def handle_cancel(self, content: dict[str, Any]) -> None:
         """Cancel the given (or current) run of the session."""
-        from helix_django.runtime.executor import get_executor
-
         # Read again (the current run moves on); a session deleted meanwhile is 404, not a 500.
         session = await sync_to_async(get_owned_session)(self._session().pk, self._identity().owner)
         run_id = content.get("run_id") or session.current_run_id

@@ -18,6 +18,7 @@ from helix_django.errors import RunNotActionableError
 from helix_django.models import Message
 from helix_django.recovery import actions
 from helix_django.recovery import inventory as inv
+from helix_django.runtime.executor import get_executor
 from helix_django.signals import recovery_action_taken
 from tests.admin.test_actions import interrupted
 
@@ -39,7 +40,7 @@ def _submit_twice_at_once(run_id: str, action: str, monkeypatch) -> list[object]
 
     def submit(index: int) -> None:
         try:
-            results[index] = async_to_sync(actions.aperform)(action, run_id)
+            results[index] = async_to_sync(actions.aperform)(action, run_id, executor=get_executor())
         except RunNotActionableError as exc:
             results[index] = exc
 

@@ -22,6 +22,7 @@ from helix_django.errors import HelixError
 from helix_django.models import Message, Run
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform
+from helix_django.runtime.executor import get_executor
 from tests.recovery.wire_endings import PREFIX
 
 
@@ -57,7 +58,7 @@ def probe_redo_routes(server: Any, run: Run, headers: dict[str, str], cookie: di
 
     def staff(action: str) -> None:
         with contextlib.suppress(HelixError):  # refused: what must happen
-            async_to_sync(aperform)(action, run.id, wait_seconds=5)
+            async_to_sync(aperform)(action, run.id, executor=get_executor(), wait_seconds=5)
 
     attempts = [
         lambda: chat({"trigger": "regenerate-message"}, {}),

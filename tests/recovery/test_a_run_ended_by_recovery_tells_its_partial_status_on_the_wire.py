@@ -22,6 +22,7 @@ from django.core.management import call_command
 from helix_django.models import CancelledBy
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform
+from helix_django.runtime.executor import get_executor
 from helix_django.snapshot import build_snapshot
 from helix_django.streams import get_stream_manager
 from helix_django.transport.chat_request import ChatRequest
@@ -54,7 +55,9 @@ def snapshot_metadata(session_id: str) -> dict:
 def test_a_staff_cancel_of_a_run_no_task_executes_tells_cancelled_by_staff():
     flight = InFlight("s-told-cancel")
     flight.stream_text("Half of an answer")
-    async_to_sync(aperform)(inv.CANCEL, flight.run_id)  # no task of this process executes it: detached
+    async_to_sync(aperform)(
+        inv.CANCEL, flight.run_id, executor=get_executor()
+    )  # no task of this process executes it: detached
     assert flight.run.status == "cancelled" and flight.run.cancelled_by == CancelledBy.STAFF
     expected = snapshot_metadata("s-told-cancel")
     assert expected["status"] == "cancelled" and expected["cancelledBy"] == "staff"

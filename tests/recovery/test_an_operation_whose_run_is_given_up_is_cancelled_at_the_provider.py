@@ -15,6 +15,7 @@ from asgiref.sync import async_to_sync
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform
 from helix_django.recovery.scan import arecover_run
+from helix_django.runtime.executor import get_executor
 from helix_django.runtime.providers.scripted import ScriptedProvider
 from tests.recovery.factories import InFlight, durable_agents, start_operation
 
@@ -49,6 +50,6 @@ def test_a_regenerate_cancels_the_operation_its_interrupted_run_left_running(set
     assert async_to_sync(arecover_run)(flight.run_id).reason == "provider_in_progress"
     assert _status(operation) == "in_progress"  # kept for Check status
 
-    async_to_sync(aperform)(inv.REGENERATE, flight.run_id)
+    async_to_sync(aperform)(inv.REGENERATE, flight.run_id, executor=get_executor())
     assert _status(operation) == "cancelled"
     assert flight.run.provider_cancel_result == "cancelled"

@@ -16,6 +16,7 @@ from django.core.management import call_command
 from helix_django.models import Message, Run
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform
+from helix_django.runtime.executor import get_executor
 from helix_django.streams import get_stream_manager
 from tests.recovery.live_chat import PROMPT, REPLY, LiveChat, agent, user_token, wait_lease_expired
 
@@ -109,7 +110,7 @@ def test_killed_after_ninety_percent_then_continue_is_a_new_generation(daphne_se
     partial = Message.objects.get(session_id=chat.session_id, position=1).text
     assert partial.startswith(chat.text)  # everything the client saw is kept
     settings.HELIX = agent({"TEXT": "and that is the end."})
-    result = async_to_sync(aperform)(inv.CONTINUE, run.id, wait_seconds=20)
+    result = async_to_sync(aperform)(inv.CONTINUE, run.id, executor=get_executor(), wait_seconds=20)
     assert result.outcome == "started:completed" and result.new_run_id != run.id
     follow = Run.objects.get(pk=result.new_run_id)
     assert (follow.kind, follow.attempt) == ("continue", 2)
@@ -131,7 +132,7 @@ def test_provider_failure_after_partial_output_then_regenerate(daphne_server_fac
     offers = inv.inventory(run)
     assert offers[inv.REGENERATE].is_available and offers[inv.KEEP_PARTIAL].is_available
     settings.HELIX = agent({"TEXT": "A good answer this time."})
-    result = async_to_sync(aperform)(inv.REGENERATE, run.id, wait_seconds=20)
+    result = async_to_sync(aperform)(inv.REGENERATE, run.id, executor=get_executor(), wait_seconds=20)
     assert result.outcome == "started:completed"
     assert [(r.attempt, r.status) for r in Run.objects.filter(session_id=chat.session_id).order_by("created_at")] == [
         (1, "failed"),
@@ -209,7 +210,7 @@ def test_killed_after_side_effect_before_its_result_was_persisted(daphne_server_
     execution = ToolExecution.objects.get(run=run)
     async_to_sync(aresolve_tool)(execution.pk, executed=True, result={"issue": "I-1", "duplicate": False})
     settings.HELIX = agent(options, tools=[TOOL])
-    result = async_to_sync(aperform)(inv.CONTINUE, run.id, wait_seconds=20)
+    result = async_to_sync(aperform)(inv.CONTINUE, run.id, executor=get_executor(), wait_seconds=20)
     assert result.outcome == "started:completed"
     assert len(faulttools.issues()) == 1  # the side effect was not repeated
     row = Message.objects.get(session_id=chat.session_id, position=1)
@@ -239,7 +240,7 @@ def test_killed_after_the_result_was_persisted_before_continuation(daphne_server
     offers = inv.inventory(run)
     assert offers[inv.CONTINUE].is_available and offers[inv.REGENERATE].is_available
     settings.HELIX = agent(tool_steps({"TEXT": "The issue exists now."}), tools=[TOOL])
-    result = async_to_sync(aperform)(inv.CONTINUE, run.id, wait_seconds=20)
+    result = async_to_sync(aperform)(inv.CONTINUE, run.id, executor=get_executor(), wait_seconds=20)
     assert result.outcome == "started:completed"
     assert len(faulttools.issues()) == 1  # reused, not re-run
     assert executions(chat.session_id) == [("succeeded", "")]
@@ -260,7 +261,7 @@ def test_external_tool_reports_a_duplicate_success(daphne_server_factory, tracke
     async_to_sync(aresolve_tool)(execution.pk, executed=False)
     assert executions(chat.session_id) == [("failed", "not_executed")]
     settings.HELIX = agent(options, tools=[TOOL])
-    result = async_to_sync(aperform)(inv.REGENERATE, run.id, wait_seconds=20)
+    result = async_to_sync(aperform)(inv.REGENERATE, run.id, executor=get_executor(), wait_seconds=20)
     assert result.outcome == "started:completed"
     retried = ToolExecution.objects.get(run_id=result.new_run_id)
     assert (retried.status, retried.result) == ("succeeded", {"issue": "I-1", "duplicate": True})
@@ -324,7 +325,7 @@ def test_invalid_continuation_id(daphne_server_factory, settings):
     offers = inv.inventory(run)
     assert not offers[inv.CONTINUE].is_available and offers[inv.REGENERATE].is_available
     with pytest.raises(Exception) as refused:
-        async_to_sync(aperform)(inv.CONTINUE, run.id)
+        async_to_sync(aperform)(inv.CONTINUE, run.id, executor=get_executor())
     assert refused.value.code == "state_run_not_actionable"
 
 

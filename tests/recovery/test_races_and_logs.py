@@ -113,8 +113,14 @@ def test_logs_carry_no_prompt_or_answer_text(caplog, settings):
             }
         },
     }
-    assert async_to_sync(aperform)(inv.CONTINUE, flight.run_id, wait_seconds=10).outcome == "started:completed"
-    assert async_to_sync(aperform)(inv.REGENERATE, run_id, wait_seconds=10).outcome == "started:completed"
+    assert (
+        async_to_sync(aperform)(inv.CONTINUE, flight.run_id, executor=get_executor(), wait_seconds=10).outcome
+        == "started:completed"
+    )
+    assert (
+        async_to_sync(aperform)(inv.REGENERATE, run_id, executor=get_executor(), wait_seconds=10).outcome
+        == "started:completed"
+    )
     events = [r for r in caplog.records if r.name == "helix_django.telemetry"]
     names = {r.helix_event for r in events}
     assert {

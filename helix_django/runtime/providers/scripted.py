@@ -30,6 +30,7 @@ outcome is computed when it starts and kept in the Django cache, so a later proc
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import time
@@ -291,8 +292,6 @@ class ScriptedProvider(BaseProvider):
 
 
 def _dump(event: ProviderEvent) -> dict[str, Any]:
-    import dataclasses
-
     return {"kind": type(event).__name__, **dataclasses.asdict(event)}
 
 
