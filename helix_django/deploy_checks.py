@@ -27,8 +27,13 @@ from django.apps import apps
 from django.conf import settings
 from django.core.checks import Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
+from django.urls import NoReverseMatch, reverse
+from django.urls.exceptions import Resolver404
+from rest_framework.authentication import TokenAuthentication
 
+from helix_django.access import policy
 from helix_django.conf import import_from_setting
+from helix_django.transport.chat import ChatConsumer
 
 #: Attributes through which ASGI routers and middleware expose what they wrap.
 _INNER_ATTRS = ("inner", "application", "app")
@@ -46,10 +51,6 @@ def routes_to_helix_chat(app: Any, path: str | None, depth: int = 0) -> bool:
     hands the rest of the path on; ``path`` None: any route) and middleware
     (``inner``/``application``/``app``), 12 levels deep.
     """
-    from django.urls.exceptions import Resolver404
-
-    from helix_django.transport.chat import ChatConsumer
-
     if isinstance(app, ChatConsumer):
         return True
     if depth > 12 or app is None:
@@ -77,8 +78,6 @@ def routes_to_helix_chat(app: Any, path: str | None, depth: int = 0) -> bool:
 
 def _chat_path() -> str | None:
     """The chat route's path where the URLconf mounts ``helix_django.urls`` (None: it is not mounted)."""
-    from django.urls import NoReverseMatch, reverse
-
     try:
         return reverse("helix_django:chat", kwargs={"session_id": "wiring_check"})
     except NoReverseMatch:
@@ -128,8 +127,6 @@ def check_asgi_wiring(app_configs: Any = None, **kwargs: Any) -> list[Any]:
 @register()
 def check_drf_policy(app_configs: Any = None, **kwargs: Any) -> list[Any]:
     """E030 for a policy class helix cannot load or build; E031 for token auth without authtoken."""
-    from helix_django.access import policy
-
     messages: list[Any] = []
     try:
         classes = policy.authentication_classes()
@@ -145,7 +142,6 @@ def check_drf_policy(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="helix_django.E030",
             )
         ]
-    from rest_framework.authentication import TokenAuthentication
 
     has_token = any(issubclass(cls, TokenAuthentication) for cls in classes)
     if has_token and not apps.is_installed("rest_framework.authtoken"):

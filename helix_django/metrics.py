@@ -26,9 +26,14 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 
 from helix_django.conf import helix_settings
+from helix_django.models import ChatSession, Run
+from helix_django.models.run import LIVE_STATUSES
+from helix_django.signals import recovery_action_taken, run_finished, run_started
+from helix_django.store.leases import stuck_q
 
 #: Histogram buckets in seconds (a first token comes within milliseconds to a few seconds).
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
@@ -93,12 +98,7 @@ class _DatabaseCollector:
         return []
 
     def collect(self) -> Iterator[Any]:
-        from django.db.models import Count
         from prometheus_client.core import GaugeMetricFamily
-
-        from helix_django.models import ChatSession, Run
-        from helix_django.models.run import LIVE_STATUSES
-        from helix_django.recovery.inventory import stuck_q
 
         live = GaugeMetricFamily("helix_runs_live", "Runs that may still write, by status.", labels=["status"])
         counts = dict(
@@ -173,8 +173,6 @@ def delivery_observer(route: str) -> Callable[[dict[str, Any]], None] | None:
 
 def connect_signals() -> None:
     """Feed the counters from the run signals (idempotent: dispatch uids; each receiver checks ``METRICS``)."""
-    from helix_django.signals import recovery_action_taken, run_finished, run_started
-
     run_started.connect(_on_run_started, dispatch_uid="helix_metrics_run_started")
     run_finished.connect(_on_run_finished, dispatch_uid="helix_metrics_run_finished")
     recovery_action_taken.connect(_on_recovery_action, dispatch_uid="helix_metrics_recovery_action")

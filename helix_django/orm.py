@@ -34,6 +34,8 @@ from typing import Any, TypeVar
 from asgiref.sync import SyncToAsync
 from django.db import DatabaseError, InterfaceError, OperationalError, connections
 
+from helix_django.conf import helix_settings
+
 __all__ = ["OrmSyncToAsync", "release_connections", "retrying", "sync_to_async"]
 
 logger = logging.getLogger(__name__)
@@ -97,8 +99,6 @@ def retrying(fn: Callable[..., T], *, what: str = "") -> Callable[..., Awaitable
 
 async def retry_transient(what: str, call: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
     """Await ``call(*args, **kwargs)``, retrying transient database failures (see :func:`retrying`)."""
-    from helix_django.conf import helix_settings
-
     loop = asyncio.get_running_loop()
     deadline: float | None = None
     delay = FIRST_RETRY_DELAY_SECONDS

@@ -30,9 +30,10 @@ from django.db import transaction
 from django.db.models import Max, Q, QuerySet
 from django.utils import timezone
 
-from helix_django.conf import helix_settings
+from helix_django.conf import DEFAULTS, helix_settings
 from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Message, Run, ToolExecution
 from helix_django.models.run import TERMINAL_STATUSES
+from helix_django.streams import get_stream_manager
 from helix_django.streams.base import TERMINAL_STREAM_STATUSES
 
 
@@ -65,8 +66,6 @@ class PurgeReport:
 
 def policy() -> dict[str, Any]:
     """Return the effective ``RETENTION`` setting: the user's keys over the defaults (``RUNS`` per status)."""
-    from helix_django.conf import DEFAULTS
-
     defaults, user = DEFAULTS["RETENTION"], helix_settings.RETENTION
     runs = {**defaults["RUNS"], **(user.get("RUNS") or {})}
     return {**defaults, **user, "RUNS": runs}
@@ -100,8 +99,6 @@ def _ended(now: datetime, hours: float) -> Q:
 
 def purge_streams(report: PurgeReport, *, now: datetime, hours: float | None, batch: int) -> None:
     """Purge the stored chunks of ended, idle sessions (see the module docstring)."""
-    from helix_django.streams import get_stream_manager
-
     if hours is None:
         return
     manager = get_stream_manager()

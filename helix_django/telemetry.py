@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from helix_django.signals import run_finished, run_started
+
 logger = logging.getLogger("helix_django.telemetry")
 
 #: Field names an event may carry; each value must be a str/int/float/bool/None scalar.
@@ -130,7 +132,5 @@ async def _on_run_finished(sender: Any, run: Any, status: str = "", **kwargs: An
 
 def connect_signals() -> None:
     """Connect run signals to telemetry (idempotent: receivers use a dispatch uid)."""
-    from helix_django.signals import run_finished, run_started
-
     run_started.connect(_on_run_started, dispatch_uid="helix_telemetry_run_started")
     run_finished.connect(_on_run_finished, dispatch_uid="helix_telemetry_run_finished")

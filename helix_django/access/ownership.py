@@ -18,6 +18,7 @@ from typing import Any
 from django.contrib.sessions.backends.signed_cookies import SessionStore as SignedCookieSession
 from django.db.models import Q, QuerySet
 from django.utils.translation import gettext_lazy
+from rest_framework.authentication import CSRFCheck
 
 from helix_django.conf import helix_settings
 from helix_django.errors import NotAuthenticatedError, PermissionDeniedError, SessionNotFoundError
@@ -128,8 +129,6 @@ def enforce_anonymous_csrf(request: Any) -> None:
     also a cookie identity, so it gets the same check. Raises PermissionDeniedError
     (``cause: csrf``).
     """
-    from rest_framework.authentication import CSRFCheck
-
     if request.method not in UNSAFE_METHODS or not request.session.session_key:
         return
     check = CSRFCheck(_no_response)

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.apps import apps
 from django.conf import settings
+from rest_framework.authentication import TokenAuthentication
 from rest_framework.settings import api_settings
 
 from helix_django.conf import helix_settings, import_from_setting
@@ -49,8 +50,6 @@ def authentication_classes() -> list[type]:
     host_named = "DEFAULT_AUTHENTICATION_CLASSES" in (getattr(settings, "REST_FRAMEWORK", None) or {})
     classes = _classes("AUTHENTICATION_CLASSES", "DEFAULT_AUTHENTICATION_CLASSES")
     if configured is None and not host_named and apps.is_installed("rest_framework.authtoken"):
-        from rest_framework.authentication import TokenAuthentication
-
         classes.append(TokenAuthentication)
     return classes
 

@@ -27,7 +27,7 @@ from helix_django.admin.timeline import TOKEN_TYPES
 from helix_django.errors import HelixError
 from helix_django.models import Run, RunStatus
 from helix_django.models.run import LIVE_STATUSES
-from helix_django.recovery.inventory import stuck_q
+from helix_django.store.leases import stuck_q
 from helix_django.streams import get_stream_manager
 from helix_django.streams.writer import WRITTEN_AT_KEY
 

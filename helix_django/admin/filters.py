@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from helix_django.models import RunStatus, ToolExecution, ToolExecutionStatus
-from helix_django.recovery.inventory import stuck_q
+from helix_django.store.leases import stuck_q
 
 
 class StuckFilter(admin.SimpleListFilter):

@@ -21,6 +21,7 @@ from helix_django.admin.texts import TITLES
 from helix_django.admin.timeline import change_page_context
 from helix_django.models import Run
 from helix_django.recovery import inventory as inv
+from helix_django.store import leases
 
 #: Display methods of the change page (read-only fields that format a stored value for people).
 DETAIL_DISPLAYS = (
@@ -75,7 +76,7 @@ class RunAdmin(admin.ModelAdmin):
         css = {"all": ("helix_django/admin.css",)}
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
-        stuck = Case(When(inv.stuck_q(), then=Value(True)), default=Value(False), output_field=BooleanField())
+        stuck = Case(When(leases.stuck_q(), then=Value(True)), default=Value(False), output_field=BooleanField())
         return super().get_queryset(request).annotate(tool_count=Count("tool_executions"), is_stuck=stuck)
 
     def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
@@ -288,7 +289,7 @@ class RunAdmin(admin.ModelAdmin):
                     "is_available": offers[action].is_available,
                     "reason": offers[action].reason,
                     "url": reverse("admin:helix_django_run_recovery", args=[quote(run.pk), action]),
-                    "is_disruptive": action == inv.MARK_INTERRUPTED and not inv.is_lease_expired(run),
+                    "is_disruptive": action == inv.MARK_INTERRUPTED and not leases.is_lease_expired(run),
                 }
                 for action in inv.ACTIONS
             ]

@@ -30,6 +30,7 @@ from helix_django.models import Run, ToolExecution, ToolExecutionStatus
 from helix_django.recovery import inventory as inv
 from helix_django.recovery.actions import aperform, aresolve_tool
 from helix_django.runtime.executor import get_executor
+from helix_django.store import leases
 
 
 def outside_request_transactions(view: Any) -> Any:
@@ -126,7 +127,7 @@ def _confirm_page(
 
 def _is_healthy(run: Run) -> bool:
     """Whether ``run`` is live and its process still renews its lease (it is not stuck)."""
-    return run.is_live and not inv.is_lease_expired(run)
+    return run.is_live and not leases.is_lease_expired(run)
 
 
 def _perform(modeladmin: Any, request: HttpRequest, run: Run, action: str) -> HelixError | None:

@@ -7,11 +7,11 @@ from django.db import models
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
+from helix_django.conf import helix_settings
+
 
 def default_agent() -> str:
     """Return the agent of a new session: ``HELIX["DEFAULT_AGENT"]`` as set now (README, settings)."""
-    from helix_django.conf import helix_settings
-
     return str(helix_settings.DEFAULT_AGENT)
 
 

@@ -8,14 +8,12 @@ action, whether it applies to a run and, when not, why (shown to staff as is).
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime, timedelta
 
-from django.db.models import Q
-from django.utils import timezone
 from django.utils.translation import gettext as _
 
-from helix_django.conf import helix_settings
+from helix_django import store
 from helix_django.models import (
+    ChatSession,
     Checkpoint,
     CheckpointKind,
     Message,
@@ -26,6 +24,9 @@ from helix_django.models import (
     ToolExecutionStatus,
 )
 from helix_django.models.run import SCANNED_STATUSES
+from helix_django.recovery.provider import provider_for
+from helix_django.store.leases import is_lease_expired
+from helix_django.store.reads import recent_runs
 
 CHECK_STATUS = "check_status"
 MARK_INTERRUPTED = "mark_interrupted"
@@ -47,31 +48,6 @@ class Availability:
     action: str
     is_available: bool
     reason: str = ""
-
-
-def lease_expired_q(now: datetime | None = None) -> Q:
-    """Return a filter for runs whose lease expired (or that never had one and went quiet)."""
-    now = now or timezone.now()
-    quiet = now - timedelta(seconds=helix_settings.LEASE_SECONDS)
-    return Q(lease_expires_at__lt=now) | Q(lease_expires_at__isnull=True, last_event_at__lt=quiet)
-
-
-def is_lease_expired(run: Run, now: datetime | None = None) -> bool:
-    """Whether ``run``'s lease expired (the same rule as :func:`lease_expired_q`)."""
-    now = now or timezone.now()
-    if run.lease_expires_at is not None:
-        return run.lease_expires_at < now
-    quiet = now - timedelta(seconds=helix_settings.LEASE_SECONDS)
-    return run.last_event_at is not None and run.last_event_at < quiet
-
-
-def stuck_q(now: datetime | None = None) -> Q:
-    """Return a filter for stuck runs: non-terminal with an expired lease or no event for ``STUCK_AFTER_SECONDS``."""
-    now = now or timezone.now()
-    silent = now - timedelta(seconds=helix_settings.STUCK_AFTER_SECONDS)
-    scanned = Q(status__in=SCANNED_STATUSES) & (lease_expired_q(now) | Q(last_event_at__lt=silent))
-    waiting = Q(status=RunStatus.SUSPENDED_CLIENT_TOOL, last_event_at__lt=silent)
-    return scanned | waiting
 
 
 def blocking_tools(executions: list[ToolExecution]) -> list[ToolExecution]:
@@ -184,16 +160,12 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
 
 def supports_retrieve(run: Run) -> bool:
     """Whether ``run``'s provider declares the ``retrieve`` capability (no network call)."""
-    from helix_django.recovery.provider import provider_for
-
     provider = provider_for(run)
     return bool(provider is not None and getattr(provider, "supports_retrieve", False))
 
 
 def inventory(run: Run) -> dict[str, Availability]:
     """Return :func:`available_actions` for ``run``, reading its tools and session (a few queries)."""
-    from helix_django.models import ChatSession
-
     executions = list(ToolExecution.objects.filter(run=run))
     current = ChatSession.objects.filter(pk=run.session_id, current_run_id=run.id).exists()
     return available_actions(run, executions=executions, is_current=current, supports_retrieve=supports_retrieve(run))
@@ -205,9 +177,6 @@ def invalidate_stale_continuations(session_id: str) -> int:
     000, "edit before interrupted turn -> invalidate provider continuation after edit point".
     Called when a run starts (an edit truncates or rewrites rows before older turns).
     """
-    from helix_django import store
-    from helix_django.store.reads import recent_runs
-
     candidates = recent_runs(session_id, RECOVERABLE_STATUSES, continuable=True, limit=20)
     stale = [run for run in candidates if history_changed(run)]
     for run in stale:

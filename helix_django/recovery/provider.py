@@ -11,6 +11,7 @@ import dataclasses
 import logging
 from typing import Any
 
+from helix_django import store
 from helix_django.conf import helix_settings, import_from_setting
 from helix_django.deadlines import within
 from helix_django.errors import HelixError
@@ -98,8 +99,6 @@ async def acancel_operation(run: Run) -> str:
     operation, one already answered (``provider_cancel_result`` set) or a provider that
     cannot cancel. The call is bounded by :data:`STATUS_QUERY_TIMEOUT_SECONDS`; raises nothing.
     """
-    from helix_django import store
-
     if not run.provider_operation_id or run.provider_cancel_result:
         return ""
     provider = provider_for(run)

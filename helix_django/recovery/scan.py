@@ -33,16 +33,16 @@ from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.conf import helix_settings
-from helix_django.errors import RunSupersededError, StreamFenceError
+from helix_django.errors import RunNotFoundError, RunSupersededError, StreamFenceError, as_helix_error
 from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.processes import is_certainly_gone, lease_owner_id
 from helix_django.recovery.follow import afollow_operation
-from helix_django.recovery.inventory import lease_expired_q
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
 from helix_django.recovery.provider import acancel_operation, aquery_operation
+from helix_django.store.leases import lease_expired_q
 from helix_django.streams import get_stream_manager
 
 
@@ -136,8 +136,6 @@ async def arecover_run(
     """
     run = await Run.objects.filter(pk=run_id).afirst()
     if run is None:
-        from helix_django.errors import RunNotFoundError
-
         raise RunNotFoundError()
     decision = RunDecision(run.id, run.status, "skipped")
     orphaned = bool(run.lease_owner) and is_certainly_gone(run.lease_owner)
@@ -298,8 +296,6 @@ async def arecover(*, dry_run: bool = False, limit: int | None = None, now: date
     A run that fails to be read is reported as ``skipped`` with reason ``error:<code>``;
     the scan goes on with the next run.
     """
-    from helix_django.errors import as_helix_error
-
     now = now or timezone.now()
     report = ScanReport(is_dry_run=dry_run)
     followers: list[asyncio.Task[str]] = []

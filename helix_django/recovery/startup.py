@@ -21,6 +21,7 @@ from typing import Any
 
 from helix_django.conf import helix_settings
 from helix_django.deadlines import cancel_requested, ends_when_cancelled
+from helix_django.recovery.scan import arecover
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +57,6 @@ class RecoveryOnStartup:
                 return
 
     async def _loop(self) -> None:
-        from helix_django.recovery.scan import arecover
-
         while True:
             try:
                 report = await arecover()

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from django_tasks import task
 
+from helix_django.recovery.scan import arecover
+
 
 @task()
 async def relaunch_scan(limit: int | None = None) -> dict[str, int]:
     """Run the relaunch scan over expired in-flight runs; return its counts ``{scanned, <outcome>: n}``."""
-    from helix_django.recovery.scan import arecover
-
     return (await arecover(limit=limit)).counts

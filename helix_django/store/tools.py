@@ -9,6 +9,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy
 
 from helix_django.errors import (
+    InvalidToolResultError,
     RunNotFoundError,
 )
 from helix_django.models import (
@@ -82,8 +83,6 @@ def answer_tool_execution(
     Fenced. Raises RunNotFoundError for an unknown call and InvalidToolResultError for
     a call that is not waiting for this kind of answer (already answered included).
     """
-    from helix_django.errors import InvalidToolResultError
-
     allowed: dict[str, set[str]] = {
         ToolExecutionStatus.AWAITING_CLIENT: {ToolExecutionStatus.SUCCEEDED, ToolExecutionStatus.FAILED},
         ToolExecutionStatus.AWAITING_APPROVAL: {ToolExecutionStatus.APPROVED, ToolExecutionStatus.DENIED},

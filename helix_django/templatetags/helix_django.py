@@ -9,7 +9,10 @@ from typing import cast
 from urllib.parse import urljoin
 
 from django import template
+from django.apps import apps
 from django.conf import settings
+from django.contrib.staticfiles.storage import staticfiles_storage
+from django.core.files.storage import FileSystemStorage
 from django.templatetags.static import static
 from django.utils.html import format_html, json_script
 from django.utils.safestring import SafeString, mark_safe
@@ -29,12 +32,7 @@ def client_modules() -> tuple[str, ...]:
 
 
 def _static_base_url() -> str:
-    from django.apps import apps
-
     if apps.is_installed("django.contrib.staticfiles"):
-        from django.contrib.staticfiles.storage import staticfiles_storage
-        from django.core.files.storage import FileSystemStorage
-
         # Storage declares no base_url: helix reads the one FileSystemStorage (and so
         # StaticFilesStorage, ManifestStaticFilesStorage) has.
         return cast(FileSystemStorage, staticfiles_storage).base_url or "/"

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from helix_django.models import Run
 from helix_django.recovery import inventory as inv
+from helix_django.store import leases
 from helix_django.streams import get_stream_manager
 from tests.recovery.factories import InFlight
 
@@ -48,7 +49,7 @@ def stuck_waiting_for_the_browser(session_id: str) -> InFlight:
 
 def test_mark_interrupted_ends_a_stuck_run_that_waits_for_a_client_tool(staff_client):
     flight = stuck_waiting_for_the_browser("s-stuck-paused")
-    assert Run.objects.filter(inv.stuck_q(), pk=flight.run_id).exists()  # listed as stuck
+    assert Run.objects.filter(leases.stuck_q(), pk=flight.run_id).exists()  # listed as stuck
     assert inv.inventory(flight.run)[inv.MARK_INTERRUPTED].is_available  # and offered the action
     url = reverse("admin:helix_django_run_recovery", args=[quote(flight.run_id), inv.MARK_INTERRUPTED])
     page = staff_client.post(url, follow=True).content.decode()

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from helix_django.errors import HelixError
+from helix_django.retention import purge
 
 
 class Command(BaseCommand):
@@ -20,8 +21,6 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="Count what would be purged; delete nothing.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from helix_django.retention import purge
-
         try:
             report = purge(dry_run=options["dry_run"])
         except HelixError as exc:

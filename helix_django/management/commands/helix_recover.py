@@ -9,6 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from helix_django.errors import HelixError
+from helix_django.recovery.scan import ScanReport, arecover, arecover_run
 
 
 class Command(BaseCommand):
@@ -41,8 +42,6 @@ class Command(BaseCommand):
             time.sleep(options["every"])
 
     def _scan_once(self, options: dict[str, Any]) -> None:
-        from helix_django.recovery.scan import ScanReport, arecover, arecover_run
-
         dry_run = options["dry_run"]
         try:
             if options["run_ids"]:
