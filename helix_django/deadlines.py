@@ -208,9 +208,8 @@ async def ends_when_cancelled(
     the Redis notify subscription, the periodic relaunch scan). redis-py 8 sends every
     command through ``asyncio.wait_for`` once a socket timeout is set, and its default is
     5 s: on Python 3.10 and 3.11 a cancel that meets that send completing is dropped
-    (cpython#86296), and channels_redis's receive then blocks again, so a single cancel,
-    the only one a loop's shutdown sends, was lost and the shutdown waited forever (the
-    tasks-executor test's 300 s teardown, seen in the twelfth session).
+    (cpython#86296), and channels_redis's receive then blocks again: a single cancel, the
+    only one a loop's shutdown sends, can be lost, and the shutdown then waits forever.
 
     When the caller is cancelled the child is cancelled again every ``interval`` seconds
     until it ends, at most ``attempts`` times, then ``asyncio.CancelledError`` is raised.

@@ -10,7 +10,7 @@ loaded (Django, DRF, the provider SDK: about 100 000 objects, 25-45 ms per colle
 the bench machine) and pause every stream while they run. A first threshold above the
 working set lets those objects die young.
 
-Measured with ``python -m bench`` (docs/performance.md, seventh session): 500 runs x 50
+Measured with ``python -m bench`` (docs/performance-history.md): 500 runs x 50
 tok/s on the database manager with SQLite, p99 94-126 ms with CPython's thresholds and
 68-76 ms with the raised one, in three full runs. Counted with ``gc.callbacks`` in one
 such measurement: about 300 young and 2-3 full collections in 4 s with CPython's
