@@ -13,7 +13,7 @@ One site serves the PostgreSQL faults, another the SQLite ones, in order. Faults
 every site connection), ``pg_stop_20s``, ``sqlite_locked_15s`` (another process holds the
 write lock), ``sqlite_disk_full`` (the disk fills for 5 s, then is freed). ``HELIX_FAULTS_INLINE_WRITES=1``
 runs the site with the database stream manager's ``INLINE_WRITES`` on (SQLite appends
-committed on the event loop, :mod:`helix_django.streams.group_commit`).
+committed on the event loop, :mod:`helix_django.streams.database._group_commit`).
 
 Report per fault: injections, runs completed, typed errors (by code), continuations
 (resumes after a drop), chunks lost (stored, never delivered), chunks doubled (a

@@ -1,6 +1,6 @@
 """On SQLite in WAL mode a flush commits on the event loop, never waits for a lock, and falls back to the ORM's thread.
 
-helix_django/streams/group_commit.py: the thread hop per flush cost twice the transaction;
+helix_django/streams/database/_group_commit.py: the thread hop per flush cost twice the transaction;
 an inline commit skips it where a commit can neither wait (zero busy timeout) nor sync
 (WAL, ``synchronous`` NORMAL). Locked or failed: the batch goes through the ORM's thread.
 """
@@ -14,9 +14,9 @@ import time
 import pytest
 from django.db import connection
 
-from helix_django.streams import group_commit
 from helix_django.streams.database import DatabaseStreamManager
-from helix_django.streams.inline_sqlite import CHECKPOINT_EVERY, _open
+from helix_django.streams.database import _group_commit as group_commit
+from helix_django.streams.database._inline_sqlite import CHECKPOINT_EVERY, _open
 
 pytestmark = pytest.mark.django_db(transaction=True)
 sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="the inline commit is SQLite's")

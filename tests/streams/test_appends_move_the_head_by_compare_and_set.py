@@ -1,6 +1,6 @@
 """A stream's next append compares its row with the info this process committed instead of reading it.
 
-The database manager's group commit (helix_django/streams/group_commit.py) skips the
+The database manager's group commit (helix_django/streams/database/_group_commit.py) skips the
 SELECT of the stream rows when every stream of a batch has an info this process
 committed (its tail cache): each head moves by a compare-and-set UPDATE. A row another
 process changed since (a new claim, a moved head, an ended stream) fails the compare,
@@ -131,8 +131,8 @@ async def test_the_rows_read_for_a_batch_are_locked_in_the_order_the_compare_and
 
 
 def _lock_order_under_a_locale_collation() -> list[str]:
-    from helix_django.streams.database_writes import info_of
-    from helix_django.streams.group_commit import INFO_COLUMNS, GroupCommit
+    from helix_django.streams.database._group_commit import INFO_COLUMNS, GroupCommit
+    from helix_django.streams.database._writes import info_of
 
     table = "helix_test_icu_streams"
     columns = ", ".join(f"{name} text" for name in INFO_COLUMNS.split(", "))

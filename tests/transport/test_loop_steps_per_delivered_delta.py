@@ -10,7 +10,7 @@ head, on every stream manager:
   two before;
 - no delta's flush waits for a ``call_soon`` round of the append queue
   (``AppendQueue._drain_now`` scheduled): nothing else was ready to join it
-  (helix_django/streams/append_queue.py); one before each (on PostgreSQL each keeps it);
+  (helix_django/streams/database/_append_queue.py); one before each (on PostgreSQL each keeps it);
 - the memory manager's flush makes no task (one before each).
 
 Counted by wrapping the running loop's ``call_soon`` and ``create_task`` (instance

@@ -35,8 +35,8 @@ from typing import Any
 from django.db import connections, transaction
 
 from helix_django.errors import StreamFenceError
-from helix_django.streams.base import ACTIVE, Chunk, StreamInfo
-from helix_django.streams.inline_sqlite import SQLITE_ENGINE, InlineSqlite, in_transaction
+from helix_django.streams.database._inline_sqlite import SQLITE_ENGINE, InlineSqlite, in_transaction
+from helix_django.streams.info import ACTIVE, Chunk, StreamInfo
 
 Request = tuple[str, str, Sequence[Chunk]]
 """``(stream_id, run_id, chunks)`` of one append."""

@@ -18,7 +18,7 @@ import json
 import threading
 import time
 
-from helix_django.streams.base import StoredChunk, StreamInfo
+from helix_django.streams.info import StoredChunk, StreamInfo
 
 
 class _Tail:
@@ -69,7 +69,7 @@ class TailCache:
         """Return the info committed with the last chunks recorded for ``stream_id``, while its entry is fresh.
 
         What the group commit compares a stream's row with instead of reading it
-        (:mod:`.group_commit`): a stale answer costs a retry, never a wrong write.
+        (:mod:`._group_commit`): a stale answer costs a retry, never a wrong write.
         """
         entry = self._entries.get(stream_id)  # one dict read: atomic without the lock
         if entry is None or time.monotonic() - entry.touched > self.ttl_seconds:

@@ -16,8 +16,8 @@ from django.utils import timezone
 
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream
-from helix_django.streams.base import ACTIVE, ENDED, FAILED, RUN_ENDED, Chunk, StreamInfo
-from helix_django.streams.group_commit import INFO_COLUMNS, chunk_rows
+from helix_django.streams.database._group_commit import INFO_COLUMNS, chunk_rows
+from helix_django.streams.info import ACTIVE, ENDED, FAILED, RUN_ENDED, Chunk, StreamInfo
 
 #: Compact JSON of a stored chunk; one shared encoder (``json.dumps`` with options builds one per call).
 encode = json.JSONEncoder(separators=(",", ":")).encode
@@ -127,7 +127,7 @@ class DatabaseStreamWrites:
         return sequences, info.with_head(sequences[-1]), payloads
 
     def _append_many_sync(self, requests: list[tuple[str, str, Sequence[Chunk]]]) -> list[Any]:
-        """Group commit on the ORM's thread (:class:`~helix_django.streams.group_commit.GroupCommit`)."""
+        """Group commit on the ORM's thread (:class:`~helix_django.streams.database._group_commit.GroupCommit`)."""
         return self.group.run_sync(requests)
 
     @staticmethod

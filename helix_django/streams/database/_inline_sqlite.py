@@ -1,4 +1,4 @@
-"""The SQLite connection the database stream manager commits appends on, on the event loop (:mod:`.group_commit`).
+"""The SQLite connection the database stream manager commits appends on, on the event loop (:mod:`._group_commit`).
 
 Per thread, a private ``sqlite3`` connection to the alias's file that commits without
 ever waiting: zero busy timeout, no checkpoints of its own, and only for a WAL database

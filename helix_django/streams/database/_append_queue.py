@@ -2,7 +2,7 @@
 
 ``submit`` queues a stream's chunks and returns the future of their sequences (no task per
 append). The first append of an idle loop schedules a drain with ``call_soon``: the
-appends queued by then are committed as one group (:mod:`.group_commit`), inline on the
+appends queued by then are committed as one group (:mod:`._group_commit`), inline on the
 loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
 meanwhile form the next group. A lone append (nothing else ready on the loop, see
 :func:`is_last_callback`) is committed inline at once: it does not wait a loop round that
@@ -17,15 +17,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
 
 from helix_django.errors import StreamConnectionError
 from helix_django.orm import FIRST_RETRY_DELAY_SECONDS, TRANSIENT_ERRORS
-from helix_django.streams.base import Chunk
-
-if TYPE_CHECKING:
-    from helix_django.streams.database import DatabaseStreamManager
+from helix_django.streams.database._group_commit import GroupCommit
+from helix_django.streams.database._tail import TailCache
+from helix_django.streams.info import Chunk
+from helix_django.streams.notify import StreamNotifier
 
 logger = logging.getLogger("helix_django.streams.database")
 
@@ -44,6 +44,18 @@ def is_last_callback(loop: asyncio.AbstractEventLoop) -> bool:
     return ready is not None and not ready
 
 
+class Committer(Protocol):
+    """What the queue commits through: the database manager (read on every use, so a test may wrap a part)."""
+
+    group: GroupCommit
+    tail: TailCache
+    notifier: StreamNotifier
+
+    def _call(self, what: str, fn: Callable[..., Any], *args: Any, retry: bool = ...) -> Awaitable[Any]: ...
+
+    def _append_many_sync(self, requests: list[tuple[str, str, Sequence[Chunk]]]) -> list[Any]: ...
+
+
 class _Pending:
     """The appends one event loop queued for its next group commit, and whether a commit is under way."""
 
@@ -57,7 +69,7 @@ class _Pending:
 class AppendQueue:
     """Per event loop, the appends waiting for the manager's next group commit."""
 
-    def __init__(self, manager: DatabaseStreamManager) -> None:
+    def __init__(self, manager: Committer) -> None:
         self.manager = manager
         self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
         self._last_pending: tuple[asyncio.AbstractEventLoop, _Pending] | None = None

@@ -7,7 +7,7 @@ each chunk read by the head read just before it, so chunk and info reads agree w
 read transaction. Readers in this process wake on the notifier; readers in other
 processes through the Channels layer (:mod:`helix_django.streams.broadcast`). The
 writes on the ORM's thread (claims, inserts, fenced status changes, purges) are in
-:mod:`.database_writes`; this module holds the manager: its reads and its async API.
+:mod:`._writes`; this module holds the manager: its reads and its async API.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from django.db import DatabaseError, connections, router
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream, StreamChunk
 from helix_django.orm import retry_transient, sync_to_async
-from helix_django.streams.append_queue import AppendQueue
 from helix_django.streams.base import (
     ENDED,
     FAILED,
@@ -34,9 +33,11 @@ from helix_django.streams.base import (
     StreamInfo,
     raise_connection_error,
 )
-from helix_django.streams.database_writes import DatabaseStreamWrites, claim_sql, encode, info_of
-from helix_django.streams.group_commit import GroupCommit
-from helix_django.streams.tail import TailCache
+from helix_django.streams.broadcast import attach_broadcast
+from helix_django.streams.database._append_queue import AppendQueue
+from helix_django.streams.database._group_commit import GroupCommit
+from helix_django.streams.database._tail import TailCache
+from helix_django.streams.database._writes import DatabaseStreamWrites, claim_sql, encode, info_of
 from helix_django.streams.transactions import TransactionalWrites, WrittenInTransaction
 
 logger = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self.tail = TailCache(
             max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
         )
-        """Recent chunks this process appended, served to live readers without a query (:mod:`.tail`)."""
+        """Recent chunks this process appended, served to live readers without a query (:mod:`._tail`)."""
         self.group = GroupCommit(
             self.using,
             chunk_table=self._chunk_table,
@@ -69,15 +70,13 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
             known=self.tail.info,
             inline=bool(options.get("INLINE_WRITES", True)),
         )
-        """How appends are committed: on the loop for SQLite where that never waits (:mod:`.group_commit`)."""
+        """How appends are committed: on the loop for SQLite where that never waits (:mod:`._group_commit`)."""
         self.appends = AppendQueue(self)
-        """Appends queued for the next group commit, per event loop (:mod:`.append_queue`)."""
+        """Appends queued for the next group commit, per event loop (:mod:`._append_queue`)."""
         self.transactions = DatabaseTransactions(self)
-        from helix_django.streams.broadcast import attach_broadcast
-
         attach_broadcast(self)
 
-    # --- reads on the ORM's thread (its writes: database_writes.py) ---------------------------
+    # --- reads on the ORM's thread (its writes: _writes.py) ---------------------------
 
     def _info_sync(self, stream_id: str) -> StreamInfo | None:
         return self._select_info(stream_id)
@@ -175,7 +174,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self.notifier.notify(stream_id)
 
     async def aclose(self) -> None:
-        """Close the inline SQLite connections (:mod:`.group_commit`)."""
+        """Close the inline SQLite connections (:mod:`._group_commit`)."""
         self.close_local_connections()
 
     def close_local_connections(self) -> None:
@@ -235,7 +234,7 @@ class DatabaseTransactions(TransactionalWrites):
         """Record the committed chunks in the tail with the stream's final info, wake readers, then drop them.
 
         The readers woken (at the head) are served the last chunks and the status the same
-        transaction committed without a query (:mod:`.tail`); the entry is dropped right
+        transaction committed without a query (:mod:`._tail`); the entry is dropped right
         after they ran, as after any status change: an ended stream is read from the
         database, so a purge by another process leaves nothing behind here.
         """
