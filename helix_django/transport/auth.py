@@ -38,6 +38,7 @@ from helix_django.errors import (
     RateLimitedError,
 )
 from helix_django.models import ChatSession
+from helix_django.transport.host import build_request
 
 
 @dataclasses.dataclass
@@ -147,8 +148,6 @@ def authenticate_socket(scope: dict[str, Any], *, method: str = "GET") -> Identi
     Raises DisallowedHost for a ``Host`` that ``ALLOWED_HOSTS`` refuses, PermissionDeniedError
     (403, ``cause: https``) for an insecure handshake, and what :func:`authenticate` raises.
     """
-    from helix_django.transport.host import build_request
-
     scheme = "https" if scope.get("scheme") == "wss" else "http"
     request = build_request({**scope, "type": "http", "method": method, "scheme": scheme}, b"")
     request.get_host()

@@ -26,7 +26,9 @@ from django.utils.translation import gettext_lazy
 
 from helix_django.errors import HelixError, NotResumableError, StreamDropError, StreamNotFoundError
 from helix_django.metrics import delivery_observer
+from helix_django.orm import sync_to_async
 from helix_django.protocol import RUN_KEY, to_ui_chunk
+from helix_django.store.reads import has_runs, live_run_ids
 from helix_django.streams.base import ENDED, FAILED, PAUSED, BaseStreamManager, StreamInfo
 from helix_django.streams.reader import ResumableReader
 
@@ -135,9 +137,6 @@ async def missing_stream_error(session_id: str) -> HelixError:
 
     One or two reads of the session's runs, on this rare path only.
     """
-    from helix_django.orm import sync_to_async
-    from helix_django.store.reads import has_runs, live_run_ids
-
     if await sync_to_async(live_run_ids)(session_id):
         return StreamDropError(cause="stream_opening")
     if await sync_to_async(has_runs)(session_id):

@@ -39,6 +39,7 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.asgi import ASGIRequest
@@ -191,8 +192,6 @@ def handshake_language(scope: dict[str, Any]) -> str | None:
     For the WebSocket, which runs no host middleware: its frames are rendered in the
     handshake's language (cookie, ``Accept-Language``) exactly when the host's HTTP views are.
     """
-    from django.conf import settings
-
     if LOCALE_MIDDLEWARE not in settings.MIDDLEWARE:
         return None
     return translation.get_language_from_request(build_request({**scope, "type": "http", "method": "GET"}, b""))

@@ -33,17 +33,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import OriginValidator
+from django.conf import settings
+from django.core.asgi import get_asgi_application as django_asgi_application
 from django.urls import path, re_path
+from django.urls.exceptions import Resolver404
+
+from helix_django.transport.aisdk import AISDKChatConsumer, AISDKStreamConsumer
+from helix_django.transport.chat import ChatConsumer
+from helix_django.transport.stream import StreamConsumer
+from helix_django.transport.websocket import SessionStreamConsumer, UnknownPathConsumer
 
 SESSION_ID = "<str:session_id>"
 
 
 def helix_http_routes(prefix: str = "helix/api/") -> list[Any]:
     """Return the Channels URL routes of the chat and raw stream routes under ``prefix``."""
-    from helix_django.transport.aisdk import AISDKChatConsumer, AISDKStreamConsumer
-    from helix_django.transport.chat import ChatConsumer
-    from helix_django.transport.stream import StreamConsumer
-
     # Channels' URLRouter takes ASGI apps in Django's path(); the stubs expect a view.
     return [
         path(f"{prefix}sessions/{SESSION_ID}/chat", ChatConsumer.as_asgi(), name="helix-chat"),  # type: ignore[arg-type]
@@ -55,8 +61,6 @@ def helix_http_routes(prefix: str = "helix/api/") -> list[Any]:
 
 def helix_websocket_routes(prefix: str = "helix/api/") -> list[Any]:
     """Return the Channels URL routes of the WebSocket consumer (``ws/<prefix>sessions/<id>/``)."""
-    from helix_django.transport.websocket import SessionStreamConsumer
-
     return [path(f"ws/{prefix}sessions/{SESSION_ID}/", SessionStreamConsumer.as_asgi(), name="helix-ws")]
 
 
@@ -66,16 +70,14 @@ def websocket_origins() -> list[str]:
     Like Channels' ``AllowedHostsOriginValidator`` (``DEBUG`` with no hosts allows localhost),
     plus the cross-origin apps the host already trusts with its HTTP API.
     """
-    from django.conf import settings
-
     hosts = list(settings.ALLOWED_HOSTS)
     if settings.DEBUG and not hosts:
         hosts = ["localhost", "127.0.0.1", "[::1]"]
     return [*hosts, *getattr(settings, "CORS_ALLOWED_ORIGINS", ())]
 
 
-def _origin_validator(inner: Any, origins: list[str]) -> Any:
-    """Channels' ``OriginValidator`` over ``origins``, letting through a handshake that sends no ``Origin``.
+class NoOriginOrAllowed(OriginValidator):
+    """Channels' ``OriginValidator`` that also lets through a handshake sending no ``Origin``.
 
     Browsers send ``Origin`` on every WebSocket handshake, so a cross-site page is always
     checked; a handshake without one is not a browser's (a script, a mobile app, a server)
@@ -83,17 +85,14 @@ def _origin_validator(inner: Any, origins: list[str]) -> Any:
     JWT in ``Authorization``). Channels refuses it unless ``"*"`` is allowed, which would
     open the socket to every site.
     """
-    from channels.security.websocket import OriginValidator
 
-    class NoOriginOrAllowed(OriginValidator):
-        def valid_origin(self, parsed_origin: Any) -> bool:
-            return parsed_origin is None or super().valid_origin(parsed_origin)
-
-    return NoOriginOrAllowed(inner, origins)
+    def valid_origin(self, parsed_origin: Any) -> bool:
+        """Whether ``parsed_origin`` is absent or one of the allowed origins."""
+        return parsed_origin is None or super().valid_origin(parsed_origin)
 
 
-def _direct_url_router(routes: list[Any]) -> Any:
-    """Return a Channels ``URLRouter`` over ``routes`` whose call returns the routed app's coroutine.
+class DirectURLRouter(URLRouter):
+    """A Channels ``URLRouter`` whose call returns the routed app's coroutine.
 
     It routes as ``URLRouter`` does (the same patterns, ``path_remaining`` and
     ``url_route``), with two differences:
@@ -108,33 +107,28 @@ def _direct_url_router(routes: list[Any]) -> Any:
       prefix-stripping proxy (``daphne --root-path /app``) sends the path without it, which
       ``URLRouter`` refuses with a 500 for every request of the site.
     """
-    from channels.routing import URLRouter
-    from django.urls.exceptions import Resolver404
 
-    class DirectURLRouter(URLRouter):
-        def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:  # type: ignore[override]
-            path = scope.get("path_remaining", scope.get("path", None))
-            if path is None:
-                raise ValueError("No 'path' key in connection scope, cannot route URLs")
-            if "path_remaining" not in scope:  # the outermost router: the path below the root path
-                path = path.removeprefix(scope.get("root_path", ""))
-            path = path.lstrip("/")
-            for route in self.routes:
-                try:
-                    match = route.pattern.match(path)
-                except Resolver404:
-                    continue
-                if match:
-                    new_path, args, kwargs = match
-                    kwargs.update(route.default_args)
-                    outer = scope.get("url_route", {})
-                    url_route = {"args": outer.get("args", ()) + args, "kwargs": {**outer.get("kwargs", {}), **kwargs}}
-                    return route.callback(dict(scope, path_remaining=new_path, url_route=url_route), receive, send)
-            if "path_remaining" in scope:
-                raise Resolver404(f"No route found for path {path!r}.")
-            raise ValueError(f"No route found for path {path!r}.")
-
-    return DirectURLRouter(routes)
+    def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:  # type: ignore[override]
+        path = scope.get("path_remaining", scope.get("path", None))
+        if path is None:
+            raise ValueError("No 'path' key in connection scope, cannot route URLs")
+        if "path_remaining" not in scope:  # the outermost router: the path below the root path
+            path = path.removeprefix(scope.get("root_path", ""))
+        path = path.lstrip("/")
+        for route in self.routes:
+            try:
+                match = route.pattern.match(path)
+            except Resolver404:
+                continue
+            if match:
+                new_path, args, kwargs = match
+                kwargs.update(route.default_args)
+                outer = scope.get("url_route", {})
+                url_route = {"args": outer.get("args", ()) + args, "kwargs": {**outer.get("kwargs", {}), **kwargs}}
+                return route.callback(dict(scope, path_remaining=new_path, url_route=url_route), receive, send)
+        if "path_remaining" in scope:
+            raise Resolver404(f"No route found for path {path!r}.")
+        raise ValueError(f"No route found for path {path!r}.")
 
 
 def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") -> Any:
@@ -144,20 +138,14 @@ def get_asgi_application(django_app: Any = None, *, prefix: str = "helix/api/") 
     of the server: a site served by daphne opts in to helix's daphne patches with
     ``"helix_django.contrib.daphne"`` in ``INSTALLED_APPS`` (:mod:`helix_django.contrib.daphne`).
     """
-    from channels.routing import ProtocolTypeRouter
-
-    from helix_django.transport.websocket import UnknownPathConsumer
-
     if django_app is None:
-        from django.core.asgi import get_asgi_application as django_asgi_application
-
         django_app = django_asgi_application()
     return ProtocolTypeRouter(
         {
-            "http": _direct_url_router([*helix_http_routes(prefix), re_path(r"^", django_app)]),
-            "websocket": _origin_validator(
+            "http": DirectURLRouter([*helix_http_routes(prefix), re_path(r"^", django_app)]),
+            "websocket": NoOriginOrAllowed(
                 # any other path: the typed refusal (not_found frame, close 4404), never a 500
-                _direct_url_router([*helix_websocket_routes(prefix), re_path(r"", UnknownPathConsumer.as_asgi())]),
+                DirectURLRouter([*helix_websocket_routes(prefix), re_path(r"", UnknownPathConsumer.as_asgi())]),
                 websocket_origins(),
             ),
         }

@@ -44,7 +44,7 @@ from django.utils.translation import gettext_lazy
 from helix_django.access.ownership import get_owned_session
 from helix_django.conf import helix_settings
 from helix_django.deadlines import completes_despite_cancel
-from helix_django.errors import SessionNotFoundError, ValidationError, as_helix_error
+from helix_django.errors import RouteNotFoundError, SessionNotFoundError, ValidationError, as_helix_error
 from helix_django.ids import parse_cursor, validate_request_key, validate_session_id
 from helix_django.jsonbody import load_json, run_off_loop
 from helix_django.limits import request_too_large
@@ -270,8 +270,6 @@ class UnknownPathConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         """Accept, send the ``not_found`` error frame and close with 4404."""
-        from helix_django.errors import RouteNotFoundError
-
         await self.accept()
         error = RouteNotFoundError()
         await self.send_json({"type": "error", **error.to_body()})
