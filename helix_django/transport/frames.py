@@ -22,8 +22,6 @@ import asyncio
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from django.utils.translation import gettext_lazy
-
 from helix_django.errors import HelixError, NotResumableError, StreamDropError, StreamNotFoundError
 from helix_django.metrics import delivery_observer
 from helix_django.orm import sync_to_async
@@ -31,6 +29,7 @@ from helix_django.protocol import RUN_KEY, to_ui_chunk
 from helix_django.store.reads import has_runs, live_run_ids
 from helix_django.streams.base import ENDED, FAILED, PAUSED, BaseStreamManager, StreamInfo
 from helix_django.streams.reader import ResumableReader
+from helix_django.transport.planner import cursor_ahead, recovering_drop
 
 SUSPENDED_END = "suspended"
 """The ``helix-run-end`` status a run writes before it pauses its stream to wait for the browser."""
@@ -38,11 +37,6 @@ SUSPENDED_END = "suspended"
 
 FENCE_WAIT_SECONDS = 5.0
 """How long a reader whose stream a recovery fenced waits for that recovery's outcome before the drop."""
-
-
-def recovering_drop() -> StreamDropError:
-    """Return the retryable drop of a reader whose run a recovery fenced (``cause: run_recovering``)."""
-    return StreamDropError(gettext_lazy("The run is being recovered; resume again"), cause="run_recovering")
 
 
 async def is_paused_by_its_run(manager: BaseStreamManager, info: StreamInfo, run_ends: Mapping[Any, str]) -> bool:
@@ -113,8 +107,9 @@ def check_cursor(from_sequence: int, info: StreamInfo) -> None:
     The client claims sequences the stream never had (another session's, a rewound
     store): it must re-anchor on the snapshot (docs/transport.md, "Cursors").
     """
-    if from_sequence > info.head_sequence:
-        raise NotResumableError(cause="cursor_ahead", headSequence=info.head_sequence)
+    error = cursor_ahead(from_sequence, info)
+    if error is not None:
+        raise error
 
 
 def is_purged(info: StreamInfo) -> bool:

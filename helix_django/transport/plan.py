@@ -18,8 +18,9 @@ from helix_django.metrics import delivery_observer
 from helix_django.models import Run, RunStatus
 from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.streams.reader import ResumableReader
-from helix_django.transport.frames import is_paused_by_its_run, reader_after_fence, recovering_drop
+from helix_django.transport.frames import is_paused_by_its_run, reader_after_fence
 from helix_django.transport.plan_reads import Reread, is_visible, scan_run
+from helix_django.transport.planner import recovering_drop
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
 from helix_django.transport.sse import DONE as DONE_FRAME
 from helix_django.transport.sse import error_frame, frame

@@ -1,22 +1,16 @@
-"""Plan a resume of the chat route (002, "How handleChatStream resumes", "The run-start window", C-1).
+"""The reads and waits of a chat-route resume; its decisions are :mod:`helix_django.transport.planner`'s.
 
-- No run: ``204``.
-- Replay prefix (``X-Helix-Replay-Prefix: 1`` + ``X-Existing-Message-Id``): the
-  message's committed parts from one snapshot, then the tail after that snapshot's cursor
-  (never below the run's start); an id the snapshot does not hold (unless it is the live
-  run's own uncommitted response) is 409 ``state_not_resumable`` / ``resume_message_unknown``.
-- No cursor: a live run is replayed from its start (beginning with ``start {messageId}``);
-  a run that continues an earlier message is replayed as that message's committed prefix
-  plus the tail, so a client that resets the message on ``start`` rebuilds all of it. A
-  finished run: ``204``.
-- A cursor: clamped to the current run's start (a stale cursor of an earlier turn replays
-  the current run, 002), then the chunks after it and the run's terminal. At the head of
-  a finished run: ``204`` (the client holds everything). Beyond the stream's head: 409
-  ``state_not_resumable`` / ``cursor_ahead``; a finished run whose stream expired or was
-  purged: 409 ``state_not_resumable`` / ``stream_expired`` (load the snapshot); a failed
-  stream: 409 ``stream_failed``. The whole table, with its tests: docs/transport.md, "Cursors".
-- The run-start window: wait until the run claims the stream, bounded by
-  ``LIVE_WAIT_TIMEOUT_MS``, then 503 ``transport_stream_drop`` / ``run_not_live``.
+:func:`plan_resume` asks the planner what to do with the request and the session's run,
+reads what it asks for (the stream's info, a live run's first page once it holds the
+claim, the C-1 snapshot) and hands the result back to it; the answer is a
+:class:`~helix_django.transport.plan.ResponsePlan` the route streams. The waits:
+
+- the run-start window: wait until the run claims the stream, bounded by
+  ``LIVE_WAIT_TIMEOUT_MS``, then 503 ``transport_stream_drop`` / ``run_not_live``;
+- a run ended in the database whose stream is still open: wait for its close
+  (``ENDING_WAIT_SECONDS``).
+
+The whole table, with its tests: docs/transport.md, "Cursors".
 """
 
 from __future__ import annotations
@@ -29,52 +23,33 @@ from django.utils.translation import gettext_lazy
 
 from helix_django.conf import helix_settings
 from helix_django.errors import (
-    HelixError,
     NotResumableError,
     SessionNotFoundError,
     StreamDropError,
-    StreamFailedError,
 )
-from helix_django.models import Run, RunStatus
+from helix_django.models import Run
 from helix_django.orm import sync_to_async
 from helix_django.snapshot import abuild_snapshot
 from helix_django.streams import get_stream_manager
-from helix_django.streams.base import ACTIVE, ENDED, FAILED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
+from helix_django.streams.base import ACTIVE, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.transport.chat_request import ChatRequest
-from helix_django.transport.frames import check_cursor, recovering_drop
 from helix_django.transport.plan import ResponsePlan, plan_from_chunks, read_plan
 from helix_django.transport.plan_reads import PAGE_CHUNKS
+from helix_django.transport.planner import (
+    Path,
+    ResumeAsk,
+    RunFacts,
+    ended_replay_sends,
+    live_replay_is_empty,
+    plan_ended,
+    plan_live,
+    plan_start,
+)
 from helix_django.transport.prefix import prefix_chunks
 from helix_django.transport.replay import ResponseFilter, tool_call_ids
 from helix_django.transport.resume_reads import ResumeState, read_resume_state
 
-#: Run kinds whose response message existed before the run (it continues that message).
-CONTINUATION_KINDS = frozenset({"tool_result", "continue"})
 _MAX_REPLANS = 3
-
-
-class StreamFailedResponse(StreamFailedError):
-    """409 ``stream_failed`` with the reference's body (002, "Wire errors", chat resume)."""
-
-    def __init__(self, *, session_id: str, stream_id: str, error: dict[str, Any] | None) -> None:
-        super().__init__("stream_failed")
-        self.session_id, self.stream_id, self.error_body = session_id, stream_id, error or {}
-
-    def to_body(self) -> dict[str, Any]:
-        """Return ``{error: 'stream_failed', code, retryable, sessionId, streamId, message, errorDetail?}``."""
-        body: dict[str, Any] = {
-            "error": "stream_failed",
-            "code": self.error_body.get("code") or "stream_failed",
-            "retryable": bool(self.error_body.get("retryable", False)),
-            "sessionId": self.session_id,
-            "streamId": self.stream_id,
-            "message": str(gettext_lazy("The stream failed")),
-        }
-        if self.error_body.get("code"):
-            body["errorDetail"] = {
-                k: self.error_body[k] for k in ("code", "retryable", "cause") if k in self.error_body
-            }
-        return body
 
 
 @dataclasses.dataclass
@@ -207,76 +182,87 @@ async def _writer_of(message: dict[str, Any] | None, session_id: str) -> Run | N
 
 
 async def plan_resume(request: ChatRequest, state: ResumeState, _depth: int = 0) -> ResponsePlan:
-    """Plan the response to a resume (see the module docstring) from the state read with its authentication."""
-    session, run = state.session, state.run
-    if request.replay_prefix and request.existing_message_id:
-        return await plan_prefix(state, request.existing_message_id)
-    if run is None:
+    """Plan the response to a resume (see the module docstring) from the state read with its authentication.
+
+    The decisions are :mod:`helix_django.transport.planner`'s; this function does their reads
+    and waits. Raises the planner's typed refusals.
+    """
+    ask = ResumeAsk.of(request)
+    run = state.run
+    facts = None if run is None else RunFacts.of(run)
+    decided = plan_start(ask, facts)
+    if decided.path is Path.PREFIX:
+        assert decided.message_id is not None
+        return await plan_prefix(state, decided.message_id)
+    if run is None or facts is None or decided.path is Path.NOTHING:
         return ResponsePlan.nothing()
+    if decided.path is Path.WAIT_LIVE:
+        return await _plan_live(request, state, run, facts, _depth)
+    return await _plan_ended(request, state, run, facts)
+
+
+async def _replan(request: ChatRequest, state: ResumeState, depth: int) -> ResponsePlan:
+    """Plan again from a fresh read of the session: its run ended while this resume was planned."""
+    fresh = await sync_to_async(read_resume_state)(state.session.id, None)
+    return await plan_resume(request, fresh, depth + 1)
+
+
+async def _plan_live(request: ChatRequest, state: ResumeState, run: Run, facts: RunFacts, depth: int) -> ResponsePlan:
+    """Wait until the live ``run`` holds the stream, then read the replay :func:`planner.plan_live` decides."""
     manager = get_stream_manager()
-    stream_id = session.stream_id
-    if run.is_live:
-        if request.cursor is None and run.kind in CONTINUATION_KINDS:
-            return await plan_prefix(state, run.response_message_id)
-        live = await wait_until_live(manager, stream_id, run, after=run.start_sequence)
-        if live is None:  # the run ended while we waited: decide again from what it left
-            if _depth >= _MAX_REPLANS:
-                raise StreamDropError(cause="run_not_live")
-            fresh = await sync_to_async(read_resume_state)(session.id, None)
-            return await plan_resume(request, fresh, _depth + 1)
-        try:
-            if live.info.status == PAUSED and run.status != RunStatus.SUSPENDED_CLIENT_TOOL:
-                # Paused but not waiting for the browser: a recovery fenced the run's writer and is
-                # deciding its ending (recovery/scan.py, fence_writer). Ask the client to come back.
-                raise recovering_drop()
-            if request.cursor is not None:
-                check_cursor(request.cursor, live.info)
-        except HelixError:
-            live.waiter.cancel()
-            raise
-        cursor = run.start_sequence if request.cursor is None else max(request.cursor, run.start_sequence)
-        plan = await plan_from_chunks(
-            manager,
-            stream_id,
-            (live.chunks, live.info),
-            run=run,
-            from_sequence=cursor,
-            live=live.info,
-            response_filter=_resume_filter(request, state, cursor if request.cursor is not None else None),
-            subscribed=live.waiter,
-        )
-        if live.info.status != ACTIVE and not plan.has_visible_backlog:
-            await plan.close()
-            if live.info.status == PAUSED or _depth >= _MAX_REPLANS:
-                return ResponsePlan.nothing()  # paused, and nothing after the cursor
-            # Ended since the run was read as live (a Stop served elsewhere): decide from the ended run.
-            fresh = await sync_to_async(read_resume_state)(session.id, None)
-            return await plan_resume(request, fresh, _depth + 1)
-        return plan
-    if request.cursor is None:
-        return ResponsePlan.nothing()
-    info = await manager.get_info(stream_id)
-    if run.is_terminal and info is not None and info.run_id == run.id and info.status in (ACTIVE, PAUSED):
-        info = await wait_for_stream_end(manager, stream_id)
-    if info is None or not info.run_id:  # expired (TTL) or purged: the snapshot still has the conversation
-        raise NotResumableError(cause="stream_expired")
-    check_cursor(request.cursor, info)
-    cursor = max(request.cursor, run.start_sequence)
-    at_head = cursor >= info.head_sequence
-    if info.run_id != run.id or (at_head and info.status != ENDED):
-        return ResponsePlan.nothing()  # the run wrote nothing to the stream, or the client holds all of it
-    if info.status == FAILED:
-        raise StreamFailedResponse(session_id=session.id, stream_id=stream_id, error=info.error)
-    response_filter = _resume_filter(request, state, cursor)
-    plan = await read_plan(
-        manager, stream_id, run=run, from_sequence=cursor, live=None, response_filter=response_filter
+    stream_id = state.session.stream_id
+    live = await wait_until_live(manager, stream_id, run, after=run.start_sequence)
+    if live is None:  # the run ended while we waited: decide again from what it left
+        if depth >= _MAX_REPLANS:
+            raise StreamDropError(cause="run_not_live")
+        return await _replan(request, state, depth)
+    decided = plan_live(ResumeAsk.of(request), facts, live.info)
+    if decided.error is not None:
+        live.waiter.cancel()
+        raise decided.error
+    assert decided.from_sequence is not None
+    plan = await plan_from_chunks(
+        manager,
+        stream_id,
+        (live.chunks, live.info),
+        run=run,
+        from_sequence=decided.from_sequence,
+        live=live.info,
+        response_filter=_resume_filter(request, state, decided.cursor),
+        subscribed=live.waiter,
     )
-    if at_head:
-        # The client read every chunk: it holds the ending too if the run's own end is among them;
-        # a stream ended without it (the run's task ended it after a fence, its canceller's close
-        # refused) is told from the run (``abort`` + ``[DONE]`` for a cancelled one), never a 204.
-        return ResponsePlan.nothing() if response_filter.last_end_at is not None else plan
-    return plan if plan.has_visible_backlog else ResponsePlan.nothing()
+    if live_replay_is_empty(live.info, has_visible_backlog=plan.has_visible_backlog):
+        await plan.close()
+        if live.info.status == PAUSED or depth >= _MAX_REPLANS:
+            return ResponsePlan.nothing()  # paused, and nothing after the cursor
+        # Ended since the run was read as live (a Stop served elsewhere): decide from the ended run.
+        return await _replan(request, state, depth)
+    return plan
+
+
+async def _plan_ended(request: ChatRequest, state: ResumeState, run: Run, facts: RunFacts) -> ResponsePlan:
+    """Read the finished ``run``'s stream info, then the replay :func:`planner.plan_ended` decides."""
+    manager = get_stream_manager()
+    session_id, stream_id = state.session.id, state.session.stream_id
+    ask = ResumeAsk.of(request)
+    info = await manager.get_info(stream_id)
+    decided = plan_ended(ask, facts, info, session_id=session_id, stream_id=stream_id)
+    if decided.path is Path.WAIT_END:
+        info = await wait_for_stream_end(manager, stream_id)
+        decided = plan_ended(ask, facts, info, session_id=session_id, stream_id=stream_id, waited=True)
+    if decided.error is not None:
+        raise decided.error
+    if decided.path is Path.NOTHING:
+        return ResponsePlan.nothing()
+    assert decided.from_sequence is not None
+    response_filter = _resume_filter(request, state, decided.cursor)
+    plan = await read_plan(
+        manager, stream_id, run=run, from_sequence=decided.from_sequence, live=None, response_filter=response_filter
+    )
+    holds_run_end = response_filter.last_end_at is not None
+    if ended_replay_sends(decided, has_visible_backlog=plan.has_visible_backlog, holds_run_end=holds_run_end):
+        return plan
+    return ResponsePlan.nothing()
 
 
 def _resume_filter(request: ChatRequest, state: ResumeState, cursor: int | None) -> ResponseFilter:

@@ -169,7 +169,7 @@ async def test_the_websockets_refusals_are_in_the_handshakes_language(german_sit
 
 def test_the_409_of_a_failed_runs_resume_is_german_throughout():
     """Its ``message`` stayed English in a German response (a new-user check of the sixteenth session)."""
-    from helix_django.transport.resume import StreamFailedResponse
+    from helix_django.transport.planner import StreamFailedResponse
 
     failed = StreamFailedResponse(session_id="s1", stream_id="s1", error={"code": "run_interrupted", "retryable": True})
     with translation.override("de"):
