@@ -200,13 +200,6 @@ ENDED_ROWS = [
         id="002 How handleChatStream resumes: the run wrote nothing to the stream, 204",
     ),
     pytest.param(
-        ResumeAsk(cursor=30),
-        ended(status="suspended_client_tool"),
-        info(PAUSED, 30),
-        Plan(Path.NOTHING),
-        id="Cursors: at the head of a stream not ended, the client holds everything",
-    ),
-    pytest.param(
         ResumeAsk(cursor=20),
         ended(status="cancelled"),
         info(ACTIVE, 30),
@@ -234,6 +227,14 @@ def test_a_stream_still_open_after_the_wait_is_answered_from_what_it_holds():
         ResumeAsk(cursor=20), ended(status="cancelled"), info(ACTIVE, 30), session_id="s", stream_id="s", waited=True
     )
     assert plan == Plan(Path.REPLAY_ENDED, from_sequence=20, cursor=20)
+
+
+def test_at_the_head_of_a_stream_still_open_after_the_wait_the_client_holds_everything():
+    """Cursors: at the head of a stream not ended (its close failed), 204."""
+    plan = plan_ended(
+        ResumeAsk(cursor=30), ended(status="cancelled"), info(PAUSED, 30), session_id="s", stream_id="s", waited=True
+    )
+    assert plan == Plan(Path.NOTHING)
 
 
 @pytest.mark.parametrize(
