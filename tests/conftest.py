@@ -47,6 +47,26 @@ def _close_thread_connections(django_db_setup, django_db_blocker):
                 end_other_connections(cursor, name)
 
 
+@pytest.fixture
+def helix_live_server_class():
+    """The kit's live-server fixtures build this suite's :class:`tests.live.LiveServer`."""
+    from tests.live import LiveServer
+
+    return LiveServer
+
+
+@pytest.fixture
+def daphne_server_factory(helix_server_factory):
+    """The kit's ``helix_server_factory``: ``make(**LiveServer kwargs)``, started, stopped at teardown (tests/live.py)."""
+    return helix_server_factory
+
+
+@pytest.fixture
+def daphne_server(helix_server):
+    """A server (``HELIX_TEST_SERVER``, default daphne) running ``tests.asgi:application`` on the live test database."""
+    return helix_server
+
+
 @pytest.fixture(autouse=True)
 def _fresh_stream_managers():
     """Every test gets fresh stream manager instances (no state across tests)."""

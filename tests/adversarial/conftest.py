@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from tests.live import daphne_server, daphne_server_factory  # noqa: F401
 from tests.streams.conftest import backend_name, manager  # noqa: F401 - a stream manager of every backend
 from tests.transport.conftest import PREFIX, REPLY, agent_settings, shared_server, users  # noqa: F401
 

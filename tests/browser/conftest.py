@@ -13,7 +13,7 @@ import uuid
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.live import LiveServer, daphne_server_factory  # noqa: F401
+from tests.live import LiveServer
 
 CHROMIUM = os.environ.get("HELIX_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

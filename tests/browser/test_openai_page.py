@@ -1,16 +1,16 @@
 """The same chat page talks to an OpenAI-compatible model when OPENAI_BASE_URL is set.
 
 The example site is started with only the environment a person would set; the model is
-tests/fake_openai.py's local OpenAI-compatible server, reached by the real ``openai`` SDK.
+helix_django.testing's local OpenAI-compatible server (FakeOpenAI), reached by the real ``openai`` SDK.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from helix_django.testing import FakeOpenAI, Reply
 from tests.browser.conftest import make_user, sign_in
 from tests.browser.pages import assistant_texts, committed, send, session_id_of, user_texts, wait_until_idle
-from tests.fake_openai import FakeOpenAI, Reply
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

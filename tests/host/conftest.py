@@ -11,7 +11,6 @@ from django.contrib.auth import get_user_model
 from rest_framework_simplejwt.tokens import AccessToken
 
 from tests.host.sites import host_site  # noqa: F401
-from tests.live import daphne_server_factory  # noqa: F401
 
 ORIGIN = "http://app.example"
 HOST = (b"host", b"api.example")

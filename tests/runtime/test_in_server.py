@@ -8,7 +8,6 @@ import httpx
 import pytest
 
 from helix_django.models import Run
-from tests.live import daphne_server_factory  # noqa: F401
 from tests.transport.conftest import agent_settings, chat_url, new_session_id, read_sse, send_body, user_message, users  # noqa: F401
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]

@@ -14,7 +14,7 @@ from helix_django.models import Run, ToolExecution
 from helix_django.runtime.providers.base import ProviderRequest
 from helix_django.runtime.providers.openai import OpenAIProvider
 from helix_django.snapshot import abuild_snapshot
-from tests.fake_openai import FakeOpenAI, Reply
+from helix_django.testing import FakeOpenAI, Reply
 from tests.runtime import toolbox
 from tests.runtime.conftest import accumulate, agent, rows, run_chunks, stream_chunks, text, user_message
 

@@ -8,7 +8,6 @@ import uuid
 import pytest
 
 from tests.conftest import redis_url
-from tests.live import daphne_server_factory  # noqa: F401
 
 # These start a PostgreSQL of their own, so they prove the same on either pass of the suite
 # (SQLite, then PostgreSQL): CI runs them once, in the PostgreSQL pass.

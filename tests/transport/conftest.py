@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import uuid
 from typing import Any
 
 import httpx
 import pytest
-from httpx_sse import EventSource
 
-from tests.live import daphne_server, daphne_server_factory  # noqa: F401
+from helix_django.testing import new_session_id, read_sse, send_body, user_message  # noqa: F401 - used by the tests here
 from tests.streams.conftest import BACKENDS, redis_options
 
 PREFIX = "/helix/api"
@@ -41,78 +39,6 @@ def agent_settings(tools: list[str] | None = None, max_attempts: int = 1, **opti
     }
 
 
-@dataclasses.dataclass
-class Event:
-    """One SSE event as a client sees it."""
-
-    id: str | None
-    event: str
-    data: str
-
-    @property
-    def chunk(self) -> dict[str, Any] | None:
-        """The JSON chunk (None for ``[DONE]``)."""
-        return None if self.data == "[DONE]" else json.loads(self.data)
-
-
-@dataclasses.dataclass
-class SSEResult:
-    """A response read as SSE (or its JSON body for a non-stream answer)."""
-
-    status: int
-    headers: httpx.Headers
-    events: list[Event]
-    body: Any = None
-
-    @property
-    def chunks(self) -> list[dict[str, Any]]:
-        """Every chunk (without ``[DONE]``)."""
-        return [e.chunk for e in self.events if e.data != "[DONE]"]
-
-    @property
-    def done(self) -> bool:
-        """Whether the stream ended with ``[DONE]``."""
-        return bool(self.events) and self.events[-1].data == "[DONE]"
-
-    @property
-    def last_id(self) -> int | None:
-        """The last SSE id seen (the client's cursor)."""
-        ids = [int(e.id) for e in self.events if e.id]
-        return ids[-1] if ids else None
-
-    @property
-    def text(self) -> str:
-        """Concatenated text deltas."""
-        return "".join(c.get("delta", "") for c in self.chunks if c.get("type") == "text-delta")
-
-
-def read_sse(client: httpx.Client, method: str, url: str, *, stop_after: int | None = None, **kwargs: Any) -> SSEResult:
-    """Send a request and read its SSE body incrementally; stop after ``stop_after`` chunk events (a drop)."""
-    with client.stream(method, url, **kwargs) as response:
-        if "text/event-stream" not in response.headers.get("content-type", ""):
-            response.read()
-            body = response.json() if response.content else None
-            return SSEResult(response.status_code, response.headers, [], body)
-        events: list[Event] = []
-        count = 0
-        previous_id = None
-        for sse in EventSource(response).iter_sse():
-            if not sse.data:
-                # httpx-sse dispatches the blank line after a ``: keep-alive`` comment as an event
-                # once an id was seen; a browser's EventSource does not (WHATWG: an empty data
-                # buffer is no event). Seen on a loaded machine, where a reader idled past a heartbeat.
-                continue
-            # The SSE last-event-id buffer carries over to events without an ``id:`` line.
-            event_id = sse.id if sse.id and sse.id != previous_id else None
-            previous_id = sse.id or previous_id
-            events.append(Event(event_id, sse.event, sse.data))
-            if sse.data != "[DONE]" and event_id:
-                count += 1
-            if stop_after is not None and count >= stop_after:
-                break
-        return SSEResult(response.status_code, response.headers, events)
-
-
 @pytest.fixture
 def users(transactional_db):
     """Two users, ``a`` and ``b``, with DRF tokens: ``{"a": (user, headers), "b": ...}``."""
@@ -125,21 +51,6 @@ def users(transactional_db):
         token = Token.objects.create(user=user)
         out[name] = (user, {"Authorization": f"Token {token.key}"})
     return out
-
-
-def new_session_id() -> str:
-    """A client-minted chat id."""
-    return f"chat_{uuid.uuid4().hex[:16]}"
-
-
-def user_message(text: str, message_id: str | None = None) -> dict[str, Any]:
-    """A UIMessage from the user."""
-    return {"id": message_id or f"u_{uuid.uuid4().hex[:10]}", "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
-def send_body(session_id: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The body DefaultChatTransport sends."""
-    return {"id": session_id, "messages": messages, "trigger": "submit-message"}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
