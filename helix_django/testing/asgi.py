@@ -7,7 +7,8 @@ Before it imports the host's app (``HELIX_TESTING_APP``, ``module:attribute``) i
   engine, host and port (a test that points its server at another database server keeps it);
 - merges ``HELIX_TESTING_HELIX`` (JSON) over ``settings.HELIX``, key by key.
 
-``application`` is the host's app object itself, so lifespan and routing are the host's.
+``application`` is the host's app object itself, so lifespan and routing are the host's; it is
+loaded when the server first reads it, so importing this module has no effect.
 """
 
 from __future__ import annotations
@@ -45,4 +46,10 @@ def load_application() -> Any:
     return import_string(f"{module}.{attribute}")
 
 
-application = load_application()
+def __getattr__(name: str) -> Any:
+    """Load ``application`` when the server asks for it (importing this module alone changes nothing)."""
+    if name == "application":
+        app = load_application()
+        globals()["application"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
