@@ -11,6 +11,9 @@ again every ``HELIX["LEASE_SECONDS"]`` while the process lives, because the leas
 dead process expire only after that long. The scan never delays the request that
 triggered it, and a failing scan is logged, never raised into a request. Daphne sends no
 lifespan events, which is why the first connection is the fallback trigger.
+
+Importable before ``django.setup()`` (an ``asgi.py`` may import it first): the scan, which
+needs the models, is imported when the first call starts it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from typing import Any
 
 from helix_django.conf import helix_settings
 from helix_django.deadlines import cancel_requested, ends_when_cancelled
-from helix_django.recovery.scan import arecover
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,10 @@ class RecoveryOnStartup:
                 return
 
     async def _loop(self) -> None:
+        # Django's app loading: asgi.py may import this module before django.setup(), and
+        # the scan imports the models.
+        from helix_django.recovery.scan import arecover
+
         while True:
             try:
                 report = await arecover()

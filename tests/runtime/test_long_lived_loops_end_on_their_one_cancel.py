@@ -164,7 +164,7 @@ async def test_the_redis_notify_listener_ends_when_its_subscription_drops_the_ca
 
 async def test_the_periodic_relaunch_scan_ends_when_a_scan_drops_the_cancel(monkeypatch):
     scan = DropsFirstCancel()
-    monkeypatch.setattr("helix_django.recovery.startup.arecover", scan.block)
+    monkeypatch.setattr("helix_django.recovery.scan.arecover", scan.block)
 
     async def app(scope, receive, send):
         return None
