@@ -43,7 +43,7 @@ class MethodNotAllowedError(ValidationError):
     """The endpoint does not serve this HTTP method (405).
 
     ``allowed``: the methods it serves, sent as the response's ``Allow`` header (RFC 9110
-    §15.5.6: a 405 must carry one) by :func:`helix_django.transport.sse.send_error`.
+    §15.5.6: a 405 must carry one) by :func:`helix_django.transport.responses.send_error`.
     """
 
     code = "validation_method_not_allowed"

@@ -33,7 +33,7 @@ from helix_django.errors import MethodNotAllowedError, SessionNotFoundError, Val
 from helix_django.transport.chat import ChatConsumer
 from helix_django.transport.host import send_refusal
 from helix_django.transport.http import ClientDisconnected, Receive, header, read_body
-from helix_django.transport.sse import Send, log_unexpected, send_empty
+from helix_django.transport.responses import Send, log_unexpected, send_empty
 
 #: Prefix of the request keys derived from a user message id (valid ``X-Helix-Request-Key`` text).
 IMPLIED_KEY_PREFIX = "uimsg:"

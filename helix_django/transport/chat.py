@@ -58,9 +58,10 @@ from helix_django.transport.http import (
     run_until_disconnect,
 )
 from helix_django.transport.plan import ResponsePlan, plan_frames
+from helix_django.transport.responses import log_unexpected, send_empty, send_error
 from helix_django.transport.resume import plan_resume
 from helix_django.transport.resume_reads import ResumeState, read_resume_state
-from helix_django.transport.sse import UI_STREAM_HEADERS, log_unexpected, send_empty, send_error
+from helix_django.transport.wire_ui import UI_STREAM_HEADERS
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,11 +25,12 @@ from typing import Any
 from helix_django.errors import HelixError, NotResumableError, StreamDropError, StreamNotFoundError
 from helix_django.metrics import delivery_observer
 from helix_django.orm import sync_to_async
-from helix_django.protocol import RUN_KEY, to_ui_chunk
+from helix_django.protocol import RUN_KEY
 from helix_django.store.reads import has_runs, live_run_ids
-from helix_django.streams.base import ENDED, FAILED, PAUSED, BaseStreamManager, StreamInfo
+from helix_django.streams.base import PAUSED, BaseStreamManager, StreamInfo
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.planner import cursor_ahead, recovering_drop
+from helix_django.transport.wire_raw import chunk_frame, terminal_frame
 
 SUSPENDED_END = "suspended"
 """The ``helix-run-end`` status a run writes before it pauses its stream to wait for the browser."""
@@ -137,38 +138,6 @@ async def missing_stream_error(session_id: str) -> HelixError:
     if await sync_to_async(has_runs)(session_id):
         return NotResumableError(cause="stream_expired")
     return StreamNotFoundError()
-
-
-def chunk_frame(sequence: int, chunk: dict[str, Any]) -> dict[str, Any] | None:
-    """Return the chunk frame of a stored chunk, or None when it is not sent."""
-    if chunk.get("type") == "error":
-        return None
-    ui = to_ui_chunk(chunk)
-    if ui is None:
-        return None
-    return {"type": "chunk", "sequence": sequence, "chunk": ui}
-
-
-def terminal_frame(info: StreamInfo | None, *, error: HelixError | None = None) -> dict[str, Any]:
-    """Return the terminal frame for a reader that ended with the stream at ``info``."""
-    if error is None and info is not None:
-        if info.status == ENDED:
-            return {"type": "end", "status": info.end_status or "completed"}
-        if info.status == PAUSED:
-            return {"type": "end", "status": "paused"}
-        if info.status == FAILED:
-            body = info.error or {}
-            frame: dict[str, Any] = {"type": "fail", "error": body.get("error", "stream_failed"), "recoverable": False}
-            if body.get("code"):
-                frame["errorDetail"] = {k: body[k] for k in ("code", "retryable", "cause") if k in body}
-            return frame
-    drop = error or StreamDropError(cause="reader_ended")
-    detail = {"code": StreamDropError.code, "retryable": True}
-    if error is not None:
-        cause = error.code if error.code != StreamDropError.code else error.cause
-        if cause:
-            detail["cause"] = cause
-    return {"type": "fail", "error": drop.message, "errorDetail": detail, "recoverable": True}
 
 
 async def stream_frames(

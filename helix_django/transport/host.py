@@ -22,7 +22,7 @@ The middleware sees a placeholder ``200`` with an empty body, not the stream: mi
 that rewrites bodies (GZip, ETags) leaves a streamed SSE response alone, as it must. The
 placeholder is never cacheable, so a host's cache middleware stores nothing of a route and
 serves none of it back; the route's answers carry their own one ``Cache-Control``
-(:data:`helix_django.transport.sse.NEVER_CACHE`), never the middleware's.
+(:data:`helix_django.transport.wire_ui.NEVER_CACHE`), never the middleware's.
 
 A refusal the route makes before its view can run (a body over ``MAX_REQUEST_BYTES``, a
 malformed ``Content-Length``) goes through the host's middleware too, as the view's result
@@ -53,7 +53,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from helix_django.errors import ValidationError
 from helix_django.orm import sync_to_async
-from helix_django.transport.sse import send_error
+from helix_django.transport.responses import send_error
 
 #: Headers of the placeholder never copied to the route's response: those describing its (empty)
 #: body, and its freshness (the route's answers carry their own one ``Cache-Control``).
@@ -89,7 +89,7 @@ class HostAnswer:
     """What the route's view raised (re-raised by :meth:`unwrap`)."""
     language: str | None = None
     """The language active in the route's view (the host's ``LocaleMiddleware`` picks the request's):
-    the route renders its refusals in it (:func:`helix_django.transport.sse.send_error`)."""
+    the route renders its refusals in it (:func:`helix_django.transport.responses.send_error`)."""
 
     def unwrap(self) -> Any:
         """Return the view's value, or raise the exception it raised."""

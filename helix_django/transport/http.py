@@ -19,7 +19,8 @@ from django.utils.translation import gettext_lazy
 from helix_django.errors import ValidationError
 from helix_django.ids import parse_cursor
 from helix_django.limits import declared_body_bytes, request_too_large
-from helix_django.transport.sse import KEEP_ALIVE, STREAM_OPEN, Send, log_unexpected
+from helix_django.transport.responses import Send, log_unexpected
+from helix_django.transport.wire_ui import KEEP_ALIVE, STREAM_OPEN
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 

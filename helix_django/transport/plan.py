@@ -22,8 +22,8 @@ from helix_django.transport.frames import is_paused_by_its_run, reader_after_fen
 from helix_django.transport.plan_reads import Reread, is_visible, scan_run
 from helix_django.transport.planner import recovering_drop
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
-from helix_django.transport.sse import DONE as DONE_FRAME
-from helix_django.transport.sse import error_frame, frame
+from helix_django.transport.wire_ui import DONE as DONE_FRAME
+from helix_django.transport.wire_ui import error_frame, frame
 
 
 @dataclasses.dataclass

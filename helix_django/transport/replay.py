@@ -32,7 +32,7 @@ from typing import Any
 
 from helix_django.errors import RunInterruptedError, StreamFailedError
 from helix_django.protocol import ATTEMPT_KEY, CONTENT_TYPES, RUN_KEY, STEP_KEY, TOOL_RESULT_TYPES, to_ui_chunk
-from helix_django.transport.sse import dumps
+from helix_django.transport.wire_ui import error_ui_chunk
 
 Chunk = dict[str, Any]
 TOOL_INPUT_TYPES = frozenset(
@@ -243,14 +243,6 @@ def ending_error_body(end_status: str, run_id: str | None) -> dict[str, Any]:
     if end_status == "interrupted":
         return RunInterruptedError(**extra).to_body()
     return StreamFailedError(**extra).to_body()
-
-
-def error_ui_chunk(chunk: Chunk) -> Chunk:
-    """Return the UI ``error`` chunk of a stored ``error`` chunk: ``errorText`` = the typed JSON body."""
-    body = chunk.get("helixError")
-    if not isinstance(body, dict):
-        body = {"error": "stream_failed", "code": "stream_failed", "retryable": False}
-    return {"type": "error", "errorText": dumps(body)}
 
 
 def tool_call_ids(message: dict[str, Any] | None) -> list[str]:

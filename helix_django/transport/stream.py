@@ -29,7 +29,8 @@ from helix_django.transport.frames import check_cursor, is_purged, missing_strea
 from helix_django.transport.host import refusal_through_host, send_host_response, through_host
 from helix_django.transport.http import ClientDisconnected, StreamedResponse, read_body, request_cursor
 from helix_django.transport.plan import BODY_BYTES
-from helix_django.transport.sse import RAW_STREAM_HEADERS, frame, log_unexpected, send_error
+from helix_django.transport.responses import log_unexpected, send_error
+from helix_django.transport.wire_raw import RAW_STREAM_HEADERS, sse_event
 
 
 async def _sse(reader: ResumableReader) -> AsyncIterator[bytes]:
@@ -46,7 +47,7 @@ async def _sse(reader: ResumableReader) -> AsyncIterator[bytes]:
             yield b"".join(part)
             part, size = [], 0
             continue
-        encoded = frame(item, sequence=item["sequence"]) if item["type"] == "chunk" else frame(item, event=item["type"])
+        encoded = sse_event(item)
         part.append(encoded)
         size += len(encoded)
         if size >= BODY_BYTES:

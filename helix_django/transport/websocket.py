@@ -57,7 +57,8 @@ from helix_django.transport.auth import Identity, authenticate_socket
 from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import check_cursor, is_purged, missing_stream_error, stream_frames
 from helix_django.transport.host import handshake_language
-from helix_django.transport.sse import log_unexpected, rendering_language
+from helix_django.transport.responses import log_unexpected
+from helix_django.transport.wire_ws import cancelled_frame, error_frame, run_frame
 
 
 def _admit(scope: dict[str, Any]) -> tuple[Identity, ChatSession]:
@@ -117,8 +118,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
 
     def _error_frame(self, error: BaseException) -> dict[str, Any]:
         """Return the typed error frame of ``error``, its message in the handshake's language."""
-        with rendering_language(self.language):
-            return {"type": "error", **as_helix_error(error).to_body()}
+        return error_frame(error, self.language)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """Decode one JSON message; malformed or oversized input answers a typed error frame."""
@@ -195,15 +195,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 user=self._identity().user,
             )
         )
-        await self.send_json(
-            {
-                "type": "run",
-                "runId": handle.run_id,
-                "responseMessageId": handle.response_message_id,
-                "fromSequence": handle.from_sequence,
-                "isDuplicate": handle.is_duplicate,
-            }
-        )
+        await self.send_json(run_frame(handle))
         await self.start_reader(handle.from_sequence)
 
     async def handle_cancel(self, content: dict[str, Any]) -> None:
@@ -214,7 +206,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(run_id, str) or not run_id:
             raise ValidationError(gettext_lazy("No run to cancel"), cause="run_id")
         run = await get_executor().cancel(session=session, run_id=run_id)
-        await self.send_json({"type": "cancelled", "runId": run.id, "status": run.status})
+        await self.send_json(cancelled_frame(run))
 
     async def start_reader(self, from_sequence: int) -> None:
         """(Re)start streaming the session stream after ``from_sequence`` (or what the socket already sent).
@@ -272,5 +264,5 @@ class UnknownPathConsumer(AsyncJsonWebsocketConsumer):
         """Accept, send the ``not_found`` error frame and close with 4404."""
         await self.accept()
         error = RouteNotFoundError()
-        await self.send_json({"type": "error", **error.to_body()})
+        await self.send_json(error_frame(error))
         await self.close(code=4000 + error.status)

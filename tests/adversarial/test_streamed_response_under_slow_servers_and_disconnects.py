@@ -13,7 +13,7 @@ import asyncio
 import pytest
 
 from helix_django.transport.http import StreamedResponse
-from helix_django.transport.sse import KEEP_ALIVE, STREAM_OPEN
+from helix_django.transport.wire_ui import KEEP_ALIVE, STREAM_OPEN
 
 
 class SlowServer:

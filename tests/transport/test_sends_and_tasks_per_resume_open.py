@@ -22,7 +22,7 @@ import pytest
 from channels.testing import ApplicationCommunicator
 from django.test import override_settings
 
-from helix_django.transport.sse import STREAM_OPEN
+from helix_django.transport.wire_ui import STREAM_OPEN
 from tests.transport.conftest import agent_settings, new_session_id, send_body, user_message
 from tests.transport.test_thread_hops_per_resume_open import _scope, _token
 
