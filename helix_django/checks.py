@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.checks import Error, Warning, register
+from django.core.checks import CheckMessage, Error, Warning, register
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 
 from helix_django.conf import DEFAULTS, SettingImportError, helix_settings, import_from_setting
 from helix_django.limits import check_limits
 from helix_django.models import ChatSession, Run
+from helix_django.runtime.launchers import load_launcher
 from helix_django.runtime.tools import load_tools
 
 
@@ -73,16 +76,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 id="helix_django.W006",
             )
         )
-    try:
-        import_from_setting(helix_settings.EXECUTOR, "HELIX['EXECUTOR']")
-    except SettingImportError:
-        messages.append(
-            Error(
-                f"Cannot import executor {helix_settings.EXECUTOR!r}.",
-                hint="HELIX['EXECUTOR'] must be a dotted path to an executor class.",
-                id="helix_django.E004",
-            )
-        )
+    messages.extend(_check_launcher())
     if not getattr(settings, "CHANNEL_LAYERS", None):
         messages.append(
             Warning(
@@ -255,3 +249,21 @@ def _check_numbers(user: dict[str, Any]) -> list[Any]:
             )
         )
     return messages
+
+
+def _check_launcher() -> list[CheckMessage]:
+    """E004 when the launcher (or the deprecated executor) cannot be loaded; else the launcher's own check()."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            launcher = load_launcher()
+        except ImproperlyConfigured as exc:
+            return [
+                Error(
+                    f"Cannot load the launcher: {exc}",
+                    hint="HELIX['LAUNCHER']['BACKEND'] must be a dotted path to a BaseLauncher subclass "
+                    "(HELIX['EXECUTOR'], deprecated, one of the built-in executors).",
+                    id="helix_django.E004",
+                )
+            ]
+    return launcher.check()

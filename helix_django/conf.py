@@ -59,8 +59,11 @@ DEFAULTS: dict[str, Any] = {
         },
     },
     "DEFAULT_AGENT": "default",
-    # The executor that runs runs: in-process asyncio tasks (embedded default) or Django Tasks.
-    "EXECUTOR": "helix_django.runtime.executor.LocalExecutor",
+    # Where runs execute (helix_django.runtime.launchers): in-process asyncio tasks (the embedded
+    # default), Django Tasks workers (.tasks.TasksLauncher) or Celery workers (.celery.CeleryLauncher).
+    "LAUNCHER": {"BACKEND": "helix_django.runtime.launchers.local.LocalLauncher", "OPTIONS": {}},
+    # Deprecated: an executor class path, mapped onto its launcher when LAUNCHER is not set.
+    "EXECUTOR": None,
     # Lease held by the process executing a run; renewed every LEASE_RENEW_SECONDS.
     "LEASE_SECONDS": 30,
     "LEASE_RENEW_SECONDS": 10,

@@ -168,7 +168,7 @@ class RunLoop(EndingsMixin):
     async def _body(self) -> str:
         # One loop round first: whoever opened the run (a send's response, already planned)
         # sends its first byte before the run's first step. A Stop that came
-        # before the run's task started is seen here (entries.stop_started_task).
+        # before the run's task started is seen here (cancels.stop_started_task).
         await asyncio.sleep(0)
         if self.is_cancel_requested:
             raise asyncio.CancelledError()

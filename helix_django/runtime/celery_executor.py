@@ -1,44 +1,21 @@
-"""Runs on Celery workers: the web process commits and claims, a Celery worker executes.
+"""``CeleryExecutor``, the name the deprecated ``HELIX["EXECUTOR"]`` used; the ``helix_django.execute_run`` task.
 
-Set ``HELIX["EXECUTOR"] = "helix_django.runtime.celery_executor.CeleryExecutor"``, load the
-site's Celery app in web processes as Celery's Django guide does (``from .celery import app``
-in the project package), and run workers with ``celery -A <project> worker`` on a broker
-such as Redis. The hand-off is :mod:`helix_django.runtime.handoff`'s, the same as the Django
-Tasks executor's: until a worker takes the run the web executor holds a hand-off lease;
-a worker takes it with a compare-and-set on the lease, so a task delivered twice (a
-redelivery, ``acks_late``) executes once and the other delivery returns ``"skipped"``; a
-worker killed mid-run leaves its lease to expire and the relaunch scan marks the run
-interrupted, never re-running it.
-
-The task is ``helix_django.execute_run`` (a ``shared_task``; route it with Celery's
-``task_routes``). Its arguments are JSON (``run_id``, ``from_owner``, the
-:func:`~helix_django.runtime.handoff.launch_data` dict).
+Configure ``HELIX["LAUNCHER"] = {"BACKEND": "helix_django.runtime.launchers.celery.CeleryLauncher"}``
+instead (:mod:`helix_django.runtime.launchers.celery`, which defines :func:`execute_run`).
+Celery workers may load the task through either module.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from asgiref.sync import async_to_sync
-from celery import shared_task
-
-from helix_django.orm import sync_to_async
-from helix_django.runtime.handoff import HandoffExecutor, arun_handed_off
+from helix_django.runtime.executor import Executor
+from helix_django.runtime.launchers.base import BaseLauncher
+from helix_django.runtime.launchers.celery import CeleryLauncher, execute_run
 
 __all__ = ["CeleryExecutor", "execute_run"]
 
 
-class CeleryExecutor(HandoffExecutor):
-    """Hands each run to a Celery worker after the run-start commit (:mod:`.handoff`)."""
+class CeleryExecutor(Executor):
+    """An executor over :class:`~helix_django.runtime.launchers.celery.CeleryLauncher`."""
 
-    worker_kind = "celery"
-
-    async def enqueue(self, run_id: str, from_owner: str, data: dict[str, Any]) -> None:
-        """Send :data:`execute_run` to the broker (``apply_async``; the app's routing picks the queue)."""
-        await sync_to_async(execute_run.apply_async)(args=[run_id, from_owner, data])
-
-
-@shared_task(name="helix_django.execute_run", ignore_result=True)
-def execute_run(run_id: str, from_owner: str, data: dict[str, Any]) -> str:
-    """Celery task: execute a run handed off by :class:`CeleryExecutor` (see :func:`arun_handed_off`)."""
-    return async_to_sync(arun_handed_off)(run_id, from_owner, data)
+    def __init__(self, launcher: BaseLauncher | None = None) -> None:
+        super().__init__(launcher if launcher is not None else CeleryLauncher())

@@ -19,115 +19,121 @@ from helix_django.errors import AlreadyRunningError, RunNotActionableError
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.recovery.provider import acancel_operation
 from helix_django.runtime import requests as rq
-from helix_django.runtime.entries import NO_RESULT_TEXT, EntriesMixin, acurrent_run, aget_run, typed
+from helix_django.runtime.entries import acurrent_run, aget_run, typed
 from helix_django.runtime.handles import Launch, RunHandle
+from helix_django.runtime.starts import RunStarts
 from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
 
+NO_RESULT_TEXT = "This tool call has no recorded result"
 
-class RestartsMixin(EntriesMixin):
-    """Regenerate / Continue for :class:`~helix_django.runtime.executor.LocalExecutor`."""
 
-    @typed
-    async def regenerate(
-        self, *, session: ChatSession, request_key: str | None = None, user: Any = None, supersede_live: bool = False
-    ) -> RunHandle:
-        """Run the session's latest turn again as a new attempt; the earlier attempt stays auditable.
+@typed
+async def regenerate(
+    starts: RunStarts,
+    *,
+    session: ChatSession,
+    request_key: str | None = None,
+    user: Any = None,
+    supersede_live: bool = False,
+) -> RunHandle:
+    """Run the session's latest turn again as a new attempt; the earlier attempt stays auditable.
 
-        Rewinds to the turn's user message (a ``truncate`` checkpoint) and writes one
-        ``data-stream-resync`` (reason ``retry``). Raises AlreadyRunningError while a run
-        executes (unless ``supersede_live``), RunNotActionableError without a user turn.
-        """
-        run = await acurrent_run(session.id)
-        supersede = supersede_live or (run is not None and run.status == RunStatus.SUSPENDED_CLIENT_TOOL)
-        if run is not None and run.is_live and not supersede and not await self._retire_if_dead(run):
-            raise AlreadyRunningError()
-        turn_id = run.turn_message_id if run is not None else ""
-        position = await rq.auser_position(session.id, turn_id)
-        if position is None:
-            raise RunNotActionableError(cause="no_user_turn")
-        if not turn_id:
-            turn_id = await rq.auser_id(session.id, position)
-        digest = rq.input_hash("regenerate", turn_id)
-        if request_key:
-            duplicate = await self._keyed_duplicate(session, request_key, digest)
-            if duplicate is not None:
-                return duplicate
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="regenerate",
-            truncate_to=position + 1,
-            turn_message_id=turn_id,
-            attempt=await rq.anext_attempt(session.id, turn_id),
-            request_key=request_key or None,
-            input_hash=digest,
-            expected_current_run_id=run.id if run is not None else None,
-            supersede_live=supersede,
-        )
+    Rewinds to the turn's user message (a ``truncate`` checkpoint) and writes one
+    ``data-stream-resync`` (reason ``retry``). Raises AlreadyRunningError while a run
+    executes (unless ``supersede_live``), RunNotActionableError without a user turn.
+    """
+    run = await acurrent_run(session.id)
+    supersede = supersede_live or (run is not None and run.status == RunStatus.SUSPENDED_CLIENT_TOOL)
+    if run is not None and run.is_live and not supersede and not await starts.retire_if_dead(run):
+        raise AlreadyRunningError()
+    turn_id = run.turn_message_id if run is not None else ""
+    position = await rq.auser_position(session.id, turn_id)
+    if position is None:
+        raise RunNotActionableError(cause="no_user_turn")
+    if not turn_id:
+        turn_id = await rq.auser_id(session.id, position)
+    digest = rq.input_hash("regenerate", turn_id)
+    if request_key:
+        duplicate = await starts.keyed_duplicate(session, request_key, digest)
+        if duplicate is not None:
+            return duplicate
+    request = store.RunStartRequest(
+        session_id=session.id,
+        kind="regenerate",
+        truncate_to=position + 1,
+        turn_message_id=turn_id,
+        attempt=await rq.anext_attempt(session.id, turn_id),
+        request_key=request_key or None,
+        input_hash=digest,
+        expected_current_run_id=run.id if run is not None else None,
+        supersede_live=supersede,
+    )
 
-        if run is not None:
-            await _stop_left_operation(run)
-
-        def resync(result: store.RunStartResult) -> list[dict[str, Any]]:
-            data = {
-                "checkpointId": result.checkpoint.id,
-                "stepCount": 0,
-                "messageCount": result.checkpoint.message_count,
-                "fromSequence": result.run.start_sequence,
-                "reason": "retry",
-                "runId": result.run.id,
-                "truncateCheckpointId": result.truncate_checkpoint.id if result.truncate_checkpoint else None,
-            }
-            return [{"type": "data-stream-resync", "data": data}]
-
-        handle = await self._launch(session, Launch(request, resync), user=user)
-        if run is not None:
-            await _record_resolution(run, "regenerate")
-        return handle
-
-    @typed
-    async def continue_run(self, *, session: ChatSession, run_id: str, user: Any = None) -> RunHandle:
-        """Start a new run that continues the partial answer of an interrupted/failed/cancelled run ("Continue").
-
-        Persisted tool results are sent to the model, never re-executed; calls without a
-        recorded outcome are reported as unknown. Raises RunNotFoundError,
-        AlreadyRunningError (the run still executes), RunNotActionableError.
-        """
-        run = await aget_run(session.id, run_id)
-        current = await acurrent_run(session.id)
-        if current is None or current.id != run.id:
-            raise RunNotActionableError(cause="not_latest_run")
-        if run.is_live:
-            if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-                raise RunNotActionableError(cause="run_suspended")
-            if not await self._retire_if_dead(run):
-                raise AlreadyRunningError()
-            run = await aget_run(session.id, run_id)
-        if run.status not in (RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.CANCELLED):
-            raise RunNotActionableError(cause="run_not_interrupted")
-        if not run.is_continuation_valid:
-            # The history before it was edited: its continuation state no longer matches (000,
-            # "Editing history invalidates some recovery paths"). Regenerate instead.
-            raise RunNotActionableError(cause="continuation_invalid")
-        await store.amark_started_tool_executions_unknown(run.id)
+    if run is not None:
         await _stop_left_operation(run)
-        row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
-        chunks = await _settle_open_calls(row, run)
-        request = store.RunStartRequest(
-            session_id=session.id,
-            kind="continue",
-            input_messages=[row] if row else [],
-            turn_message_id=run.turn_message_id,
-            attempt=await rq.anext_attempt(session.id, run.turn_message_id),
-            expected_current_run_id=run.id,
-        )
-        launch = Launch(
-            request,
-            lambda _r: chunks,
-            parts=row["parts"] if row else None,
-            metadata=row["metadata"] if row else None,
-            add_continue_instruction=True,
-        )
-        return await self._launch(session, launch, user=user)
+
+    def resync(result: store.RunStartResult) -> list[dict[str, Any]]:
+        data = {
+            "checkpointId": result.checkpoint.id,
+            "stepCount": 0,
+            "messageCount": result.checkpoint.message_count,
+            "fromSequence": result.run.start_sequence,
+            "reason": "retry",
+            "runId": result.run.id,
+            "truncateCheckpointId": result.truncate_checkpoint.id if result.truncate_checkpoint else None,
+        }
+        return [{"type": "data-stream-resync", "data": data}]
+
+    handle = await starts.launch(session, Launch(request, resync), user=user)
+    if run is not None:
+        await _record_resolution(run, "regenerate")
+    return handle
+
+
+@typed
+async def continue_run(starts: RunStarts, *, session: ChatSession, run_id: str, user: Any = None) -> RunHandle:
+    """Start a new run that continues the partial answer of an interrupted/failed/cancelled run ("Continue").
+
+    Persisted tool results are sent to the model, never re-executed; calls without a
+    recorded outcome are reported as unknown. Raises RunNotFoundError,
+    AlreadyRunningError (the run still executes), RunNotActionableError.
+    """
+    run = await aget_run(session.id, run_id)
+    current = await acurrent_run(session.id)
+    if current is None or current.id != run.id:
+        raise RunNotActionableError(cause="not_latest_run")
+    if run.is_live:
+        if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+            raise RunNotActionableError(cause="run_suspended")
+        if not await starts.retire_if_dead(run):
+            raise AlreadyRunningError()
+        run = await aget_run(session.id, run_id)
+    if run.status not in (RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.CANCELLED):
+        raise RunNotActionableError(cause="run_not_interrupted")
+    if not run.is_continuation_valid:
+        # The history before it was edited: its continuation state no longer matches (000,
+        # "Editing history invalidates some recovery paths"). Regenerate instead.
+        raise RunNotActionableError(cause="continuation_invalid")
+    await store.amark_started_tool_executions_unknown(run.id)
+    await _stop_left_operation(run)
+    row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
+    chunks = await _settle_open_calls(row, run)
+    request = store.RunStartRequest(
+        session_id=session.id,
+        kind="continue",
+        input_messages=[row] if row else [],
+        turn_message_id=run.turn_message_id,
+        attempt=await rq.anext_attempt(session.id, run.turn_message_id),
+        expected_current_run_id=run.id,
+    )
+    launch = Launch(
+        request,
+        lambda _r: chunks,
+        parts=row["parts"] if row else None,
+        metadata=row["metadata"] if row else None,
+        add_continue_instruction=True,
+    )
+    return await starts.launch(session, launch, user=user)
 
 
 async def _record_resolution(run: Run, action: str) -> None:

@@ -1,19 +1,19 @@
 """Sends: ``execute()``, the chat route's entry point, and a plain send started in its request's thread hop.
 
-:meth:`SendsMixin.execute` starts the run a chat request asks for: a send (a trailing user
+:func:`execute` starts the run a chat request asks for: a send (a trailing user
 message, maybe an edit), a tool result or approval answer (a trailing assistant message),
 or a regenerate. A send starts optimistically; the session's current run is examined only
-when the run-start commit finds it live (:meth:`SendsMixin._start_send`).
+when the run-start commit finds it live (:func:`_start_send`).
 
 A plain send in one thread hop and one transaction: a chat route's
 request makes one trip to the ORM's thread anyway (the host's middleware,
 authentication, the session read). A plain send (a new user message, ``submit-message``,
 no edit) also does its run-start commit in that trip, with the stream claim and the
 opening chunks in the same transaction where the stream manager is the database's
-(:meth:`~helix_django.runtime.executor.LocalExecutor.prepare_start`); back on the loop,
-:meth:`SendsMixin.aopen_send` opens the run (its task, or its hand-off) without another hop.
+(:meth:`~helix_django.runtime.starts.RunStarts.prepare_start`); back on the loop,
+:func:`aopen_send` opens the run (its task, or its hand-off) without another hop.
 
-Whatever this path cannot decide alone goes the way of ``execute()`` (:meth:`SendsMixin.start_send_in_thread`
+Whatever this path cannot decide alone goes the way of ``execute()`` (:func:`start_send_in_thread`
 returns None and changes nothing): a keyed repeat (it attaches to the run of its key,
 002), a live run in the session (superseded, retired or refused by ``_start_send``), a
 lost compare-and-set, an existing session whose stream head is unknown on the ORM's thread.
@@ -32,11 +32,12 @@ from helix_django import store
 from helix_django.errors import AlreadyRunningError, RunStartConflictError, StreamFenceError, ValidationError
 from helix_django.ids import validate_request_key
 from helix_django.models import ChatSession, Run, RunStatus
-from helix_django.runtime import guards
+from helix_django.runtime import guards, restarts, tool_results
 from helix_django.runtime import requests as rq
 from helix_django.runtime.entries import acurrent_run, typed, typed_errors
 from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Launch, RunHandle
+from helix_django.runtime.starts import RunStarts
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
 from helix_django.streams.transactions import joined_transactions
@@ -46,7 +47,7 @@ logger = logging.getLogger("helix_django.runtime.executor")
 
 @dataclasses.dataclass(frozen=True)
 class StartedSend:
-    """A send whose run-start commit landed on the ORM's thread; open it on the loop (:meth:`SendsMixin.aopen_send`)."""
+    """A send whose run-start commit landed on the ORM's thread; open it on the loop (:func:`aopen_send`)."""
 
     session: ChatSession
     launch: Launch
@@ -58,179 +59,154 @@ def is_plain_send(messages: list[dict[str, Any]], *, trigger: str, message_id: s
     return trigger == "submit-message" and not message_id and bool(messages) and messages[-1].get("role") == "user"
 
 
-class SendsMixin:
-    """Start sends (module docstring); for :class:`~helix_django.runtime.executor.LocalExecutor`."""
+@typed
+async def execute(
+    starts: RunStarts,
+    session: ChatSession,
+    messages: list[dict[str, Any]],
+    *,
+    request_key: str | None = None,
+    trigger: str = "submit-message",
+    message_id: str | None = None,
+    user: Any = None,
+) -> RunHandle:
+    """Start the run a chat request asks for and return its handle once its stream is readable.
 
-    # Provided by LocalExecutor (opening a run) and by EntriesMixin / RestartsMixin.
-    runner: Any
-    prepare_start: Any
-    open_started: Any
-    _launch: Any
-    _launched: Any
-    is_local: Any
-    regenerate: Any
-    _retire_if_dead: Any
-    _tool_result_from_message: Any
-    _wait_claimed: Any
+    A trailing user message is a send; a trailing assistant message carries tool
+    results / approval answers; ``trigger="regenerate-message"`` regenerates. An
+    unsaved ``session`` (a chat's first send) is created by the send's run-start
+    commit, so a refused request leaves no session behind. Raises
+    ValidationError, AlreadyRunningError (``state_already_running``),
+    RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
+    """
+    if request_key is not None:
+        validate_request_key(request_key)
+    if trigger == "regenerate-message":
+        return await restarts.regenerate(starts, session=session, request_key=request_key, user=user)
+    if trigger != "submit-message":
+        raise ValidationError(gettext_lazy("Invalid trigger"), cause="trigger")
+    last = rq.validate_messages(messages)[-1]
+    if last["role"] == "assistant":
+        return await tool_results.tool_result_from_message(starts, session, last, user)
+    if last["role"] != "user":
+        raise ValidationError(gettext_lazy("The last message must be a user message"), cause="messages")
+    request = rq.send_start_request(session.id, last, request_key=request_key)
+    digest = request.input_hash
+    if request_key:
+        duplicate = await starts.keyed_duplicate(session, request_key, digest)
+        if duplicate is not None:
+            return duplicate
+    if message_id:  # an edited message: the conversation rewinds to its row first
+        request.truncate_to = await rq.auser_position(session.id, message_id)
+    try:
+        return await _start_send(starts, session, request, user, messages)
+    except (AlreadyRunningError, RunStartConflictError, IntegrityError):
+        duplicate = await starts.keyed_duplicate(session, request_key, digest) if request_key else None
+        if duplicate is not None:
+            return duplicate
+        raise AlreadyRunningError() from None
 
-    # --- execute() ---------------------------------------------------------------------------
 
-    @typed
-    async def execute(
-        self,
-        session: ChatSession,
-        messages: list[dict[str, Any]],
-        *,
-        request_key: str | None = None,
-        trigger: str = "submit-message",
-        message_id: str | None = None,
-        user: Any = None,
-    ) -> RunHandle:
-        """Start the run a chat request asks for and return its handle once its stream is readable.
+async def _start_send(
+    starts: RunStarts, session: ChatSession, request: store.RunStartRequest, user: Any, messages: list[dict[str, Any]]
+) -> RunHandle:
+    """Start a send optimistically; the session's current run is examined only if it is live.
 
-        A trailing user message is a send; a trailing assistant message carries tool
-        results / approval answers; ``trigger="regenerate-message"`` regenerates. An
-        unsaved ``session`` (a chat's first send) is created by the send's run-start
-        commit, so a refused request leaves no session behind. Raises
-        ValidationError, AlreadyRunningError (``state_already_running``),
-        RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
-        """
-        if request_key is not None:
-            validate_request_key(request_key)
-        if trigger == "regenerate-message":
-            return await self.regenerate(session=session, request_key=request_key, user=user)
-        if trigger != "submit-message":
-            raise ValidationError(gettext_lazy("Invalid trigger"), cause="trigger")
-        last = rq.validate_messages(messages)[-1]
-        if last["role"] == "assistant":
-            return await self._tool_result_from_message(session, last, user)
-        if last["role"] != "user":
-            raise ValidationError(gettext_lazy("The last message must be a user message"), cause="messages")
-        request = rq.send_start_request(session.id, last, request_key=request_key)
-        digest = request.input_hash
-        if request_key:
-            duplicate = await self._keyed_duplicate(session, request_key, digest)
-            if duplicate is not None:
-                return duplicate
-        if message_id:  # an edited message: the conversation rewinds to its row first
-            request.truncate_to = await rq.auser_position(session.id, message_id)
-        try:
-            return await self._start_send(session, request, user, messages)
-        except (AlreadyRunningError, RunStartConflictError, IntegrityError):
-            duplicate = await self._keyed_duplicate(session, request_key, digest) if request_key else None
-            if duplicate is not None:
-                return duplicate
-            raise AlreadyRunningError() from None
+    Most sends find no live run, so they skip reading it (one query and one thread hop
+    less before the first byte). When the run-start commit finds one, a run waiting
+    for client tools is superseded (a compare-and-set on it) and its pending calls are
+    finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
+    that ended since the failed start is left alone; then the start is tried once more.
+    Raises AlreadyRunningError while the live run still executes (or another is live).
+    """
+    try:
+        return await starts.launch(session, Launch(request), user=user)
+    except AlreadyRunningError:
+        current = await acurrent_run(session.id)
+        if current is not None and current.is_live:
+            if starts.runs.is_local(current.id):
+                raise
+            if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+                request.supersede_live, request.expected_current_run_id = True, current.id
+                return await _supersede_waiting(starts, session, request, user, current, messages)
+            if not await starts.retire_if_dead(current):  # a crashed process's run is not "running"
+                raise
+    return await starts.launch(session, Launch(request), user=user)
 
-    async def _start_send(
-        self, session: ChatSession, request: store.RunStartRequest, user: Any, messages: list[dict[str, Any]]
-    ) -> RunHandle:
-        """Start a send optimistically; the session's current run is examined only if it is live.
 
-        Most sends find no live run, so they skip reading it (one query and one thread hop
-        less before the first byte). When the run-start commit finds one, a run waiting
-        for client tools is superseded (a compare-and-set on it) and its pending calls are
-        finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
-        that ended since the failed start is left alone; then the start is tried once more.
-        Raises AlreadyRunningError while the live run still executes (or another is live).
-        """
-        try:
-            return await self._launch(session, Launch(request), user=user)
-        except AlreadyRunningError:
-            current = await acurrent_run(session.id)
-            if current is not None and current.is_live:
-                if self.is_local(current.id):
-                    raise
-                if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-                    request.supersede_live, request.expected_current_run_id = True, current.id
-                    return await self._supersede_waiting(session, request, user, current, messages)
-                if not await self._retire_if_dead(current):  # a crashed process's run is not "running"
-                    raise
-        return await self._launch(session, Launch(request), user=user)
+async def _supersede_waiting(
+    starts: RunStarts,
+    session: ChatSession,
+    request: store.RunStartRequest,
+    user: Any,
+    waiting: Run,
+    messages: list[Any],
+) -> RunHandle:
+    settlement = await asettle_pending_calls(waiting, messages)
+    if settlement is None:
+        return await starts.launch(session, Launch(request), user=user)
+    request.input_messages = [settlement.row, *request.input_messages]
+    handle = await starts.launch(session, Launch(request, lambda _r: settlement.chunks), user=user)
+    try:
+        await store.asettle_superseded_tool_executions(waiting.id, settlement.outcomes)
+    except DatabaseError as exc:  # the run started: never answer the send as failed (a re-send duplicates it)
+        logger.warning("run %s: its calls' outcomes were not recorded: %s", waiting.id, type(exc).__name__)
+    return handle
 
-    async def _supersede_waiting(
-        self, session: ChatSession, request: store.RunStartRequest, user: Any, waiting: Run, messages: list[Any]
-    ) -> RunHandle:
-        settlement = await asettle_pending_calls(waiting, messages)
-        if settlement is None:
-            return await self._launch(session, Launch(request), user=user)
-        request.input_messages = [settlement.row, *request.input_messages]
-        handle = await self._launch(session, Launch(request, lambda _r: settlement.chunks), user=user)
-        try:
-            await store.asettle_superseded_tool_executions(waiting.id, settlement.outcomes)
-        except DatabaseError as exc:  # the run started: never answer the send as failed (a re-send duplicates it)
-            logger.warning("run %s: its calls' outcomes were not recorded: %s", waiting.id, type(exc).__name__)
-        return handle
 
-    async def _keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
-        found = await rq.alookup_request_key(session.id, request_key, digest)
-        if found is None:
+def start_send_in_thread(
+    starts: RunStarts,
+    session: ChatSession,
+    messages: list[dict[str, Any]],
+    *,
+    request_key: str | None = None,
+    stream_sequence: int | None = None,
+) -> StartedSend | None:
+    """Do a plain send's run-start commit here, on the ORM's thread; None: leave the send to ``execute()``.
+
+    ``session``: the caller's (unsaved for a chat's first send: the commit creates it).
+    ``stream_sequence``: the session stream's head read on the loop, if it was; for an
+    existing session without it, the head is read here where the manager can
+    (the database manager), else None is returned. Raises what ``execute()`` raises
+    for the same send (ValidationError, RequestKeyConflictError,
+    RequestAlreadyCompletedError, MessageTooLargeError, SessionFullError,
+    SessionNotFoundError; ``state_history_incomplete`` for a database failure).
+    """
+    with typed_errors("execute", logger):
+        return _start_send_in_thread(starts, session, messages, request_key, stream_sequence)
+
+
+def _start_send_in_thread(
+    starts: RunStarts, session: ChatSession, messages: list[dict[str, Any]], request_key: str | None, head: int | None
+) -> StartedSend | None:
+    request = rq.send_start_request(session.id, rq.validate_messages(messages)[-1], request_key=request_key)
+    digest, is_new = request.input_hash, session._state.adding
+    if not is_new and request_key and rq.lookup_request_key(session.id, request_key, digest) is not None:
+        return None  # a repeat attaches to its key's run: execute() answers it
+    if not is_new and head is None:
+        transactions = joined_transactions(get_stream_manager(), write_alias())
+        if transactions is None:
             return None
-        run, is_live = found
-        if is_live:
-            await self._wait_claimed(run.id)
-        return RunHandle(
-            run.id,
-            session.stream_id,
-            run.response_message_id,
-            run.start_sequence,
-            is_duplicate=True,
-            run_status=run.status,
-        )
+        info = transactions.get_info(session.stream_id)
+        head = info.head_sequence if info else 0
+    launch = Launch(request)
+    starts.prepare_start(session, launch, stream_sequence=head)
+    assert not guards.is_redo(request)  # a plain send redoes nothing: no side-effect guard to read
+    try:
+        result = store.start_run(request)
+    except (AlreadyRunningError, RunStartConflictError, StreamFenceError, IntegrityError):
+        return None  # nothing was committed: execute() examines the live run (or the key's)
+    return StartedSend(session, launch, result)
 
-    # --- a plain send in the request's thread hop ---------------------------------------------
 
-    def start_send_in_thread(
-        self,
-        session: ChatSession,
-        messages: list[dict[str, Any]],
-        *,
-        request_key: str | None = None,
-        stream_sequence: int | None = None,
-    ) -> StartedSend | None:
-        """Do a plain send's run-start commit here, on the ORM's thread; None: leave the send to ``execute()``.
+async def aopen_send(starts: RunStarts, started: StartedSend, *, user: Any = None, shielded: bool = False) -> RunHandle:
+    """Open a send started on the ORM's thread where runs live: its claim (unless joined), its task.
 
-        ``session``: the caller's (unsaved for a chat's first send: the commit creates it).
-        ``stream_sequence``: the session stream's head read on the loop, if it was; for an
-        existing session without it, the head is read here where the manager can
-        (the database manager), else None is returned. Raises what ``execute()`` raises
-        for the same send (ValidationError, RequestKeyConflictError,
-        RequestAlreadyCompletedError, MessageTooLargeError, SessionFullError,
-        SessionNotFoundError; ``state_history_incomplete`` for a database failure).
-        """
-        with typed_errors("execute", logger):
-            return self._start_send_in_thread(session, messages, request_key, stream_sequence)
-
-    def _start_send_in_thread(
-        self, session: ChatSession, messages: list[dict[str, Any]], request_key: str | None, head: int | None
-    ) -> StartedSend | None:
-        request = rq.send_start_request(session.id, rq.validate_messages(messages)[-1], request_key=request_key)
-        digest, is_new = request.input_hash, session._state.adding
-        if not is_new and request_key and rq.lookup_request_key(session.id, request_key, digest) is not None:
-            return None  # a repeat attaches to its key's run: execute() answers it
-        if not is_new and head is None:
-            transactions = joined_transactions(get_stream_manager(), write_alias())
-            if transactions is None:
-                return None
-            info = transactions.get_info(session.stream_id)
-            head = info.head_sequence if info else 0
-        launch = Launch(request)
-        self.prepare_start(session, launch, stream_sequence=head)
-        assert not guards.is_redo(request)  # a plain send redoes nothing: no side-effect guard to read
-        try:
-            result = store.start_run(request)
-        except (AlreadyRunningError, RunStartConflictError, StreamFenceError, IntegrityError):
-            return None  # nothing was committed: execute() examines the live run (or the key's)
-        return StartedSend(session, launch, result)
-
-    async def aopen_send(self, started: StartedSend, *, user: Any = None, shielded: bool = False) -> RunHandle:
-        """Open a send started on the ORM's thread where runs live: its claim (unless joined), its task.
-
-        ``shielded``: the caller's task is one no cancel reaches before this returns
-        (:meth:`~helix_django.runtime.runner.RunnerLoop.call`). Raises
-        FrameworkInternalError (``cause: after_run_start``) as ``execute()`` does once a
-        run-start commit landed.
-        """
-        opening = self.open_started(started.session, started.launch, started.result, user=user)
-        handle = await self.runner.call(opening, shielded=shielded)
-        return await self._launched(handle, started.launch, user)
+    ``shielded``: the caller's task is one no cancel reaches before this returns
+    (:meth:`~helix_django.runtime.runner.RunnerLoop.call`). Raises
+    FrameworkInternalError (``cause: after_run_start``) as ``execute()`` does once a
+    run-start commit landed.
+    """
+    opening = starts.open_started(started.session, started.launch, started.result, user=user)
+    handle = await starts.runs.runner.call(opening, shielded=shielded)
+    return await starts.launched(handle, started.launch, user)

@@ -1,34 +1,21 @@
-"""Runs on Django Tasks workers: the web process commits and claims, a task worker executes.
+"""``TasksExecutor``, the name the deprecated ``HELIX["EXECUTOR"]`` used; the task under its former path.
 
-Set ``HELIX["EXECUTOR"] = "helix_django.runtime.tasks_executor.TasksExecutor"`` and a
-``TASKS`` backend (``django.tasks`` on Django 6, the ``django-tasks`` backport on 5.2; any
-backend with a worker, e.g. ``django_tasks_db.DatabaseBackend`` and ``manage.py db_worker``).
-The hand-off (lease, take-over, a killed worker) is :mod:`helix_django.runtime.handoff`'s.
+Configure ``HELIX["LAUNCHER"] = {"BACKEND": "helix_django.runtime.launchers.tasks.TasksLauncher"}``
+instead (:mod:`helix_django.runtime.launchers.tasks`, which defines :func:`execute_run`).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from helix_django.runtime.handoff import HandoffExecutor, arun_handed_off, launch_data, worker_owner
-
-try:  # Django 6.x ships the Tasks framework; 5.2 uses the django-tasks backport.
-    from django.tasks import task
-except ImportError:  # pragma: no cover - depends on the Django version
-    from django_tasks import task  # type: ignore[no-redef]  # same decorator, from the backport
+from helix_django.runtime.executor import Executor
+from helix_django.runtime.launchers.base import BaseLauncher
+from helix_django.runtime.launchers.handoff import arun_handed_off, launch_data, worker_owner
+from helix_django.runtime.launchers.tasks import TasksLauncher, execute_run
 
 __all__ = ["TasksExecutor", "arun_handed_off", "execute_run", "launch_data", "worker_owner"]
 
 
-class TasksExecutor(HandoffExecutor):
-    """Hands each run to a Django Tasks worker after the run-start commit (:mod:`.handoff`)."""
+class TasksExecutor(Executor):
+    """An executor over :class:`~helix_django.runtime.launchers.tasks.TasksLauncher`."""
 
-    async def enqueue(self, run_id: str, from_owner: str, data: dict[str, Any]) -> None:
-        """Enqueue :data:`execute_run` on the default Tasks backend and queue."""
-        await execute_run.aenqueue(run_id, from_owner, data)
-
-
-@task()
-async def execute_run(run_id: str, from_owner: str, data: dict[str, Any]) -> str:
-    """Task: execute a run handed off by :class:`TasksExecutor` (see :func:`arun_handed_off`)."""
-    return await arun_handed_off(run_id, from_owner, data)
+    def __init__(self, launcher: BaseLauncher | None = None) -> None:
+        super().__init__(launcher if launcher is not None else TasksLauncher())

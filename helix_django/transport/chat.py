@@ -187,7 +187,7 @@ def _admit(
     """The route's one trip to the ORM's thread: the host's middleware around the view, then a send's start.
 
     The host's middleware runs once, around :func:`_identify_caller` only; a plain send's
-    run-start commit (:meth:`~helix_django.runtime.sends.SendsMixin.start_send_in_thread`)
+    run-start commit (:func:`~helix_django.runtime.sends.start_send_in_thread`)
     follows it in the same trip, once the middleware let the request through (one thread
     hop before the first byte). ``stream_sequence``: the stream head read on
     the loop, if it was (:func:`_loop_head`).
@@ -197,12 +197,11 @@ def _admit(
         return answer
     request, caller = answer.value
     admitted = answer.value = _Admitted(request, caller)
-    start = getattr(get_executor(), "start_send_in_thread", None)
-    if start is None or caller.holds_last_message or not is_plain_chat_send(request):
+    if caller.holds_last_message or not is_plain_chat_send(request):
         return answer
     try:
         session = _session_for_send(request, caller)
-        admitted.started = start(
+        admitted.started = get_executor().start_send_in_thread(
             session, request.messages, request_key=request.request_key, stream_sequence=stream_sequence
         )
     except Exception as exc:  # typed by the executor; sent with the middleware's headers

@@ -203,7 +203,7 @@ async def test_a_send_blocked_by_a_run_that_ends_before_the_current_run_is_read_
     session's current run: the send is tried again and starts (it used to get a 409)."""
     use_agents(default=agent({"PACE_TPS": 5}))  # still answering when the cancel comes, on a loaded machine
     blocking = await executor.execute(session, [user_message("long")])
-    launch = executor._launch
+    launch = executor.starts.launch
 
     async def ending_the_blocking_run_after_a_refusal(*args, **kwargs):
         try:
@@ -214,7 +214,7 @@ async def test_a_send_blocked_by_a_run_that_ends_before_the_current_run_is_read_
             assert await executor.wait(blocking.run_id, 10) == "cancelled"
             raise
 
-    monkeypatch.setattr(executor, "_launch", ending_the_blocking_run_after_a_refusal)
+    monkeypatch.setattr(executor.starts, "launch", ending_the_blocking_run_after_a_refusal)
     use_agents(default=agent({"TEXT": "fine"}))
     handle = await executor.execute(session, [user_message("next")])
     assert await executor.wait(handle.run_id, 10) == "completed"

@@ -21,7 +21,7 @@ TOKENS = 300
 async def test_a_task_beside_a_pace_0_run_sees_its_answer_grow_event_by_event(executor, session, use_agents):
     use_agents(default=agent({"TEXT": " ".join(f"w{i}" for i in range(TOKENS))}))  # pace 0: one burst
     handle = await executor.execute(session, [user_message("hi")])
-    entry = executor._entries[handle.run_id]
+    entry = executor.runs._entries[handle.run_id]
     run_loop = entry.loop
     assert run_loop is not None and entry.event_loop is asyncio.get_running_loop()
     seen: set[int] = set()

@@ -21,7 +21,7 @@ import pytest
 from helix_django import store
 from helix_django.deadlines import outlasts_cancel
 from helix_django.models import Run, RunStatus
-from helix_django.runtime import entries
+from helix_django.runtime import cancels
 from helix_django.streams import get_stream_manager
 from tests.runtime.conftest import agent, run_chunks, stream_chunks, user_message
 
@@ -36,7 +36,7 @@ class HeldEnding:
         self.released = asyncio.Event()
         self.stops = 0
         self.stopped = asyncio.Event()
-        commit, stop = store.acommit_terminal, entries.stop_started_task
+        commit, stop = store.acommit_terminal, cancels.stop_started_task
 
         async def held_commit(*args, **kwargs):
             self.entered.set()
@@ -49,7 +49,7 @@ class HeldEnding:
             self.stopped.set()
 
         monkeypatch.setattr(store, "acommit_terminal", held_commit)
-        monkeypatch.setattr(entries, "stop_started_task", counted_stop)
+        monkeypatch.setattr(cancels, "stop_started_task", counted_stop)
 
     async def stop_meanwhile(self, executor, session, run_id: str) -> Run:
         """Once the ending waits at its commit: a Stop that cancels the run's task; then the ending goes on."""

@@ -115,7 +115,7 @@ async def test_a_stop_landing_during_the_completion_hop_leaves_the_run_completed
         else:
             pytest.fail("the completion never reached its finish insert")
         # What the executor's cancel does once its (fenced) cancel request committed.
-        entry = executor._entries[handle.run_id]
+        entry = executor.runs._entries[handle.run_id]
         entry.loop.is_cancel_requested = True
         entry.event_loop.call_soon_threadsafe(entry.task.cancel)
         await asyncio.sleep(0.1)
@@ -148,7 +148,7 @@ async def test_a_stop_landing_while_the_completion_waits_for_a_flush_stores_no_f
     assert await asyncio.to_thread(holder.held.wait, 10)
     try:
         handle = await executor.execute(session, [user_message("Stop me while my last flush waits")])
-        entry = executor._entries[handle.run_id]
+        entry = executor.runs._entries[handle.run_id]
         for _ in range(400):  # the answer streamed to its end; the completion waits for the held flush
             if entry.loop.is_ending and await asyncio.to_thread(_someone_waits_for_the_lock):
                 break

@@ -205,14 +205,14 @@ async def test_a_stop_served_by_another_process_after_the_claim_fences_the_runs_
         monkeypatch.setattr(manager, "transactions", None)
     other = LocalExecutor()
     entered, released = asyncio.Event(), asyncio.Event()
-    dispatch = executor._dispatch
+    dispatch = executor.starts._dispatch
 
     async def held(*args, **kwargs):
         entered.set()
         await released.wait()
         return await dispatch(*args, **kwargs)
 
-    monkeypatch.setattr(executor, "_dispatch", held)
+    monkeypatch.setattr(executor.starts, "_dispatch", held)
     try:
         sending = asyncio.ensure_future(executor.execute(session, [user_message("stop me as I start")]))
         await asyncio.wait_for(entered.wait(), 20)

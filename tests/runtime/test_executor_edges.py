@@ -122,7 +122,7 @@ async def test_a_run_that_loses_its_lease_stops_writing(executor, session, use_a
 async def test_get_executor_returns_one_configured_instance(use_agents):
     use_agents(default=agent())
     assert get_executor() is get_executor()
-    assert type(get_executor()).__name__ == "LocalExecutor"
+    assert type(get_executor().launcher).__name__ == "LocalLauncher"
     assert get_executor().supports_request_key is True
 
 
@@ -278,7 +278,7 @@ async def test_a_run_that_fails_after_claiming_its_stream_fails_the_stream(
     executor, session, use_agents, monkeypatch, joined
 ):
     """Review finding: a failure after the joined claim left the stream active, claimed by a failed run."""
-    from helix_django.runtime import executor as executor_module
+    from helix_django.runtime import starts as executor_module
 
     use_agents(default=agent())
     manager = get_stream_manager()

@@ -21,7 +21,7 @@ async def test_a_run_started_on_the_main_threads_loop_executes_on_it(executor, s
     use_agents(default=agent({"TEXT": "one two three", "PACE_TPS": 200}))
     assert threading.current_thread() is threading.main_thread()  # pytest-asyncio's loop, like daphne's
     handle = await executor.execute(session, [user_message("hi")])
-    entry = executor._entries[handle.run_id]
+    entry = executor.runs._entries[handle.run_id]
     assert entry.event_loop is asyncio.get_running_loop()
     assert entry.task.get_loop() is asyncio.get_running_loop()
     assert executor.runner._thread is None  # the executor's own loop thread was never started
@@ -41,7 +41,7 @@ async def test_a_run_started_from_a_short_lived_loop_in_another_thread_outlives_
 
     await asyncio.to_thread(admin_view)
     assert started["loop"].is_closed()
-    entry = executor._entries[started["run_id"]]
+    entry = executor.runs._entries[started["run_id"]]
     assert entry.event_loop is executor.runner.loop and entry.event_loop is not started["loop"]
     assert await executor.wait(started["run_id"], 10) == "completed"
 
@@ -54,10 +54,10 @@ async def test_a_cancelled_caller_still_completes_the_runs_start(executor, sessi
     with pytest.raises(asyncio.CancelledError):
         await caller
     for _ in range(200):
-        if executor._entries or executor._recent:
+        if executor.runs._entries or executor.runs._recent:
             break
         await asyncio.sleep(0.01)
-    (run_id,) = [*executor._entries, *executor._recent]
+    (run_id,) = [*executor.runs._entries, *executor.runs._recent]
     assert await executor.wait(run_id, 10) == "completed"
 
 
@@ -74,7 +74,7 @@ async def test_an_ended_run_keeps_only_its_outcome_for_wait(executor, session, u
 
     use_agents(default=agent({"TEXT": "one two three", "PACE_TPS": 200}))
     handle = await executor.execute(session, [user_message("hi")])
-    run_loop = weakref.ref(executor._entries[handle.run_id].loop)
+    run_loop = weakref.ref(executor.runs._entries[handle.run_id].loop)
     assert await executor.wait(handle.run_id, 10) == "completed"
     gc.collect()
     assert run_loop() is None  # its message, writer and agent are not kept by the recent-runs memory

@@ -18,7 +18,7 @@ import pytest
 
 from helix_django.deadlines import within
 from helix_django.recovery.provider import aquery_operation
-from helix_django.runtime.entries import EntriesMixin
+from helix_django.runtime.local_runs import LocalRuns
 
 
 async def _cancelled_as_it_completes(make_wait, complete, *, relays: int = 0) -> BaseException | object:
@@ -55,8 +55,8 @@ async def test_within_times_out_and_cancels_the_awaitable():
     assert await within(asyncio.sleep(0, "value"), None) == "value"
 
 
-def _entries(done: concurrent.futures.Future) -> EntriesMixin:
-    entries = EntriesMixin()
+def _entries(done: concurrent.futures.Future) -> LocalRuns:
+    entries = LocalRuns("helix-runs-test")
     entries._entries = {"run-1": SimpleNamespace(done=done, claimed=done)}
     entries._recent = {}
     return entries
@@ -73,7 +73,7 @@ async def test_waiting_for_a_claim_keeps_a_cancel_that_meets_the_claim():
     claimed: concurrent.futures.Future = concurrent.futures.Future()
     entries = _entries(claimed)
     outcome = await _cancelled_as_it_completes(
-        lambda: entries._wait_claimed("run-1"), lambda: claimed.set_result(None), relays=1
+        lambda: entries.wait_claimed("run-1"), lambda: claimed.set_result(None), relays=1
     )
     assert isinstance(outcome, asyncio.CancelledError), outcome
 

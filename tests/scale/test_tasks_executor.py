@@ -16,6 +16,7 @@ from helix_django import store
 from helix_django.models import Message, Run
 from helix_django.recovery.scan import arecover
 from helix_django.runtime.executor import get_executor
+from helix_django.runtime.launchers.tasks import TasksLauncher
 from helix_django.runtime.tasks_executor import TasksExecutor, execute_run
 from helix_django.streams import get_stream_manager
 from tests.conftest import redis_url
@@ -103,7 +104,7 @@ async def test_the_web_process_only_commits_and_claims_then_one_of_two_racing_wo
 ):
     config = tasks_helix()
     executor = get_executor()
-    assert isinstance(executor, TasksExecutor)
+    assert isinstance(executor.launcher, TasksLauncher)
     session, _ = await store.aget_or_create_session("sess-race")
     handle = await executor.execute(session=session, messages=[user_message("hello")])
     try:

@@ -1,13 +1,12 @@
-"""Runs on workers: the web process commits and claims, a worker process executes (the shared hand-off).
+"""Runs on workers: the web process commits and claims, a worker process executes (base of queue launchers).
 
-:class:`HandoffExecutor` does what :class:`~helix_django.runtime.executor.LocalExecutor`
-does up to the opening chunks (run-start commit, stream claim, ``helix-run-start``/``start``
-stored, so the stream is readable when ``execute()`` returns) and then enqueues the run
-instead of starting a local task; its subclasses are the Django Tasks executor
-(:mod:`helix_django.runtime.tasks_executor`) and the Celery executor
-(:mod:`helix_django.runtime.celery_executor`). Until a worker takes it, the run's lease is
-held by the web executor (a hand-off lease of ``LEASE_SECONDS``). A worker takes the run
-with a compare-and-set from that owner to its own (:func:`helix_django.store.take_over_lease`),
+:class:`HandoffLauncher` lets the executor do everything up to the opening chunks
+(run-start commit, stream claim, ``helix-run-start``/``start`` stored, so the stream is
+readable when ``execute()`` returns) and then enqueues the run instead of starting a
+local task; its subclasses are the Django Tasks launcher (:mod:`.tasks`) and the Celery
+launcher (:mod:`.celery`). Until a worker takes it, the run's lease is held by the web
+executor (a hand-off lease of ``LEASE_SECONDS``). A worker takes the run with a
+compare-and-set from that owner to its own (:func:`helix_django.store.take_over_lease`),
 so of several workers given the same run only one executes it; it then renews the lease
 while it runs. A worker killed mid-run leaves a lease that expires, and the relaunch scan
 (:mod:`helix_django.recovery.scan`) marks the run interrupted with its partial output;
@@ -22,6 +21,8 @@ import logging
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.checks import CheckMessage
+from django.core.checks import Warning as CheckWarning
 from django.utils import timezone
 
 from helix_django import store
@@ -32,12 +33,15 @@ from helix_django.processes import lease_owner_id
 from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
-from helix_django.runtime.executor import LocalExecutor
 from helix_django.runtime.handles import Entry, Launch, RunHandle
+from helix_django.runtime.launchers.base import BaseLauncher
+from helix_django.runtime.local_runs import LocalRuns
 from helix_django.streams import get_stream_manager
 from helix_django.streams.writer import StreamWriter
 
 logger = logging.getLogger(__name__)
+
+NO_SHARED_LAYER = "no shared channel layer: use the Redis stream manager or a channels_redis layer"
 
 
 def launch_data(launch: Launch, user: Any) -> dict[str, Any]:
@@ -55,65 +59,72 @@ def launch_data(launch: Launch, user: Any) -> dict[str, Any]:
     }
 
 
-class HandoffExecutor(LocalExecutor, abc.ABC):
+class HandoffLauncher(BaseLauncher, abc.ABC):
     """Hands each run to a worker after the run-start commit (module docstring); subclasses enqueue.
 
-    A subclass implements :meth:`enqueue` (send ``execute``'s arguments to a worker that
-    awaits :func:`arun_handed_off` with them).
+    A subclass implements :meth:`enqueue` (send its arguments to a worker that awaits
+    :func:`arun_handed_off` with them).
     """
 
     lease_owner_kind = "handoff"
-    """Its lease holds a run queued for a worker: the queue outlives this process (:mod:`helix_django.processes`)."""
+    executes_at_once = False
 
     worker_kind = "task"
     """Names the kind of worker in log lines."""
 
-    executes_at_once = False
-    """A worker executes the run: it stays ``starting`` until the worker marks it ``streaming``."""
-
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
         self._handoffs: dict[str, RunLoop] = {}
+        if self.check():
+            # Workers write in other processes: readers here would only wake on their fail-safe timer.
+            logger.warning("%s with stream manager %s and %s", type(self).__name__, _manager_name(), NO_SHARED_LAYER)
+
+    def check(self) -> list[CheckMessage]:
+        """Warn when readers in this process cannot be woken by a worker's writes (``helix_django.W012``)."""
         manager = get_stream_manager()
-        if not manager.is_multi_process or (
+        if manager.is_multi_process and not (
             manager.notifier.remote is None and type(manager).__name__ == "DatabaseStreamManager"
         ):
-            # Workers write in other processes: readers here would only wake on their fail-safe timer.
-            logger.warning(
-                "%s with stream manager %s and no shared channel layer: "
-                "use the Redis stream manager or a channels_redis layer",
-                type(self).__name__,
-                type(manager).__name__,
+            return []
+        return [
+            CheckWarning(
+                f"{type(self).__name__} with stream manager {_manager_name()}: {NO_SHARED_LAYER}.",
+                hint="Workers write in other processes: configure a channels_redis layer or the Redis stream manager.",
+                id="helix_django.W012",
             )
+        ]
 
-    def _start_task(self, entry: Entry, loop: RunLoop) -> None:
-        # Called where runs live right after the opening chunks were stored: no local task.
-        self._entries.pop(loop.run_id, None)
+    async def dispatch(self, runs: LocalRuns, entry: Entry, loop: RunLoop) -> None:
+        """Keep the opened run for :meth:`launched` to enqueue; no local task."""
+        runs.drop(loop.run_id)
         self._handoffs[loop.run_id] = loop
         entry.done.set_result("handed_off")
 
-    async def _launched(self, handle: RunHandle, launch: Launch, user: Any) -> RunHandle:
+    async def launched(self, runs: LocalRuns, handle: RunHandle, launch: Launch, user: Any, owner: str) -> RunHandle:
+        """Enqueue the run for a worker; a failed enqueue ends the run ``failed``, typed, on its stream."""
         loop = self._handoffs.pop(handle.run_id, None)
         if loop is None:  # ended elsewhere before its stream claim landed: nothing to hand off
             return handle
         try:
-            await self.enqueue(handle.run_id, self.owner, launch_data(launch, user))
+            await self.enqueue(handle.run_id, owner, launch_data(launch, user))
         except Exception as exc:  # noqa: BLE001 - any enqueue failure ends the run, typed, on its stream
             logger.error(
                 "run %s could not be handed to a %s worker: %s", handle.run_id, self.worker_kind, type(exc).__name__
             )
-            await self.runner.call(loop._ending(loop._end_failed(exc)))
+            await runs.runner.call(loop._ending(loop._end_failed(exc)))
         return handle
 
     @abc.abstractmethod
     async def enqueue(self, run_id: str, from_owner: str, data: dict[str, Any]) -> None:
         """Send ``(run_id, from_owner, data)`` to a worker that awaits :func:`arun_handed_off` with them."""
 
-    async def _retire_if_dead(self, run: Run) -> bool:
-        # Our own unexpired lease on a run with no local task means "queued for a worker".
-        if run.lease_owner == self.owner and run.lease_expires_at and run.lease_expires_at > timezone.now():
-            return False
-        return await super()._retire_if_dead(run)
+    def is_queued(self, run: Run, owner: str) -> bool:
+        """Our own unexpired lease on a run with no local task means "queued for a worker"."""
+        return bool(run.lease_owner == owner and run.lease_expires_at and run.lease_expires_at > timezone.now())
+
+
+def _manager_name() -> str:
+    return type(get_stream_manager()).__name__
 
 
 def worker_owner() -> str:
