@@ -18,12 +18,13 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
+from helix_django.conf import helix_settings
 from helix_django.errors import RunNotActionableError, RunNotFoundError
 from helix_django.models import CancelledBy, ChatSession, Run
 from helix_django.processes import lease_owner_id
 from helix_django.runtime import cancels, restarts, sends, tool_results
 from helix_django.runtime.handles import RunHandle
-from helix_django.runtime.launchers import launcher_setting, load_launcher
+from helix_django.runtime.launchers import load_launcher
 from helix_django.runtime.launchers.base import BaseLauncher
 from helix_django.runtime.launchers.local import LocalLauncher
 from helix_django.runtime.local_runs import LocalRuns
@@ -137,9 +138,13 @@ _executors: dict[str, Executor] = {}
 
 
 def get_executor() -> Executor:
-    """Return the configured executor, one instance per launcher configuration (``HELIX["LAUNCHER"]``)."""
-    config, _setting = launcher_setting()
-    key = repr(sorted(config.items()))
+    """Return the configured executor, one instance per launcher configuration (``HELIX["LAUNCHER"]``).
+
+    The deprecated ``HELIX["EXECUTOR"]`` warns once, when its executor is built. Raises
+    ImproperlyConfigured for a launcher that cannot be loaded.
+    """
+    user = helix_settings.user_settings
+    key = repr((user.get("LAUNCHER"), user.get("EXECUTOR")))
     executor = _executors.get(key)
     if executor is None:
         executor = _executors[key] = Executor(load_launcher())

@@ -46,8 +46,7 @@ def test_the_deprecated_executor_setting_maps_onto_its_launcher_with_a_warning(e
     with override_settings(HELIX={"EXECUTOR": executor_path}):
         with pytest.warns(DeprecationWarning, match=r"HELIX\['EXECUTOR'\] is deprecated"):
             launcher = load_launcher()
-        with pytest.warns(DeprecationWarning):
-            executor = get_executor()
+        executor = get_executor()
     assert type(launcher) is launcher_class
     assert type(executor.launcher) is launcher_class
     assert executor.launcher.executes_at_once is (launcher_class is LocalLauncher)
