@@ -17,7 +17,7 @@ from channels.testing import ApplicationCommunicator
 from django.test import override_settings
 
 from helix_django.models import Run, RunStatus
-from helix_django.runtime.sends import SendsMixin
+from helix_django.runtime.executor import Executor
 from tests.transport.conftest import agent_settings, new_session_id, send_body, user_message
 from tests.transport.test_sends_and_tasks_per_resume_open import JSON
 from tests.transport.test_thread_hops_per_resume_open import _scope, _token
@@ -29,7 +29,7 @@ async def test_a_send_cancelled_during_its_hop_opens_and_completes_its_run(monke
     from tests.asgi import application
 
     in_hop, release = threading.Event(), threading.Event()
-    start = SendsMixin.start_send_in_thread
+    start = Executor.start_send_in_thread
 
     def held(self, *args, **kwargs):
         started = start(self, *args, **kwargs)  # the run-start commit has landed
@@ -37,7 +37,7 @@ async def test_a_send_cancelled_during_its_hop_opens_and_completes_its_run(monke
         release.wait(10)
         return started
 
-    monkeypatch.setattr(SendsMixin, "start_send_in_thread", held)
+    monkeypatch.setattr(Executor, "start_send_in_thread", held)
     key = await _token()
     sid = new_session_id()
     with override_settings(HELIX=agent_settings(TEXT="one two three")):
