@@ -197,7 +197,7 @@ class EndingsMixin:
         """Return the run's row once the process that fenced this run decided its ending, or as it is.
 
         A Stop served by another process fences the writer before it commits ``cancelled``
-        (``EntriesMixin._cancel_detached``, runtime/entries.py): read at once, the run still looked live and
+        (``cancels._cancel_detached``): read at once, the run still looked live and
         this task reported ``abandoned``. Waits at most :data:`FENCER_WAIT_SECONDS` on the
         stream's wake-ups (the fencer closes the stream after its commit), re-reading the
         row at each, or every 0.1 s.
