@@ -102,6 +102,29 @@ async def reader_after_fence(reader: ResumableReader) -> ResumableReader | None:
             waiter.cancel()
 
 
+#: :func:`reader_past_its_end`: the reader ended at the stream's own end (not at a recovery's fence).
+ENDED_FOR_GOOD = "ended"
+#: :func:`reader_past_its_end`: a recovery's fence still stands after the wait (a retryable drop).
+STILL_FENCED = "fenced"
+
+
+async def reader_past_its_end(reader: ResumableReader, run_ends: Mapping[Any, str]) -> ResumableReader | str:
+    """Return the reader to go on with once ``reader`` ended, or why there is none.
+
+    :data:`ENDED_FOR_GOOD` where the stream is not paused, or was paused by its run after
+    its ``suspended`` end (:func:`is_paused_by_its_run`, ``run_ends`` as there); at a
+    recovery's fence ``reader`` is closed and the stream followed to the ending the
+    recovery decides (:func:`reader_after_fence`): that reader, or :data:`STILL_FENCED`
+    where the fence still stands after the wait. Raises StreamConnectionError for a failed read.
+    """
+    info = reader.last_info
+    if info is None or info.status != PAUSED or await is_paused_by_its_run(reader.manager, info, run_ends):
+        return ENDED_FOR_GOOD
+    await reader.close()
+    follow = await reader_after_fence(reader)
+    return STILL_FENCED if follow is None else follow
+
+
 def check_cursor(from_sequence: int, info: StreamInfo) -> None:
     """Refuse a cursor beyond the stream's head: 409 ``state_not_resumable`` (``cause: cursor_ahead``).
 
@@ -140,6 +163,20 @@ async def missing_stream_error(session_id: str) -> HelixError:
     return StreamNotFoundError()
 
 
+def _is_after_its_runs_end(chunk: dict[str, Any], run_ends: dict[Any, str]) -> bool:
+    """Whether ``chunk`` is a write of a run after that run's end (never shown); records each run's end.
+
+    A write after the end is a fenced writer's retry. The resync of a run recovery ended
+    again (*Check status* completed it) is told: the answer is in the snapshot. The run's
+    last end decides (a recovery may end it again).
+    """
+    run = chunk.get(RUN_KEY)
+    if chunk.get("type") == "helix-run-end":
+        run_ends[run] = str(chunk.get("status", ""))
+        return False
+    return run in run_ends and chunk.get("type") != "data-stream-resync"
+
+
 async def stream_frames(
     reader: ResumableReader, *, route: str = "stream", marks_waits: bool = False
 ) -> AsyncIterator[dict[str, Any] | None]:
@@ -166,24 +203,17 @@ async def stream_frames(
             try:
                 sequence, chunk = await anext(reader)
             except StopAsyncIteration:
-                info = reader.last_info
-                if info is None or info.status != PAUSED or await is_paused_by_its_run(reader.manager, info, run_ends):
-                    break
-                await reader.close()  # a recovery's fence: follow the stream to its decided ending
-                follow = await reader_after_fence(reader)
-                if follow is None:
+                follow = await reader_past_its_end(reader, run_ends)
+                if follow == STILL_FENCED:
                     yield terminal_frame(None, error=recovering_drop())
                     return
-                reader = follow
+                if isinstance(follow, str):
+                    break
+                reader = follow  # past a recovery's fence: on to the ending it decided
                 continue
             if observe_lag is not None:
                 observe_lag(chunk)
-            run = chunk.get(RUN_KEY)
-            if chunk.get("type") == "helix-run-end":
-                run_ends[run] = str(chunk.get("status", ""))  # the run's last end decides (recovery may end it again)
-            elif run in run_ends and chunk.get("type") != "data-stream-resync":
-                # A write of a run after its end (a fenced writer's retry): never shown. The resync of
-                # a run recovery ended again (Check status completed it) is told: the answer is in the snapshot.
+            if _is_after_its_runs_end(chunk, run_ends):
                 continue
             frame = chunk_frame(sequence, chunk)
             if frame is not None:

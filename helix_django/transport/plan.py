@@ -18,7 +18,7 @@ from helix_django.metrics import delivery_observer
 from helix_django.models import Run, RunStatus
 from helix_django.streams.base import ENDED, PAUSED, BaseStreamManager, StoredChunk, StreamInfo
 from helix_django.streams.reader import ResumableReader
-from helix_django.transport.frames import is_paused_by_its_run, reader_after_fence
+from helix_django.transport.frames import reader_past_its_end
 from helix_django.transport.plan_reads import Reread, is_visible, scan_run
 from helix_django.transport.planner import recovering_drop
 from helix_django.transport.replay import ABORT_CHUNK, DONE, ERROR, ResponseFilter, ending_error_body
@@ -231,14 +231,10 @@ async def plan_frames(plan: ResponsePlan, *, first_part_at_once: bool = False) -
             try:
                 stored = await anext(reader)
             except StopAsyncIteration:
-                info = reader.last_info
-                if info is None or info.status != PAUSED or await is_paused_by_its_run(reader.manager, info, {}):
-                    break
-                await reader.close()  # a recovery's fence: follow the stream to its decided ending
-                follow = await reader_after_fence(reader)
-                if follow is None:
-                    break  # still fenced: the drop (_terminal_frames)
-                reader = follow
+                follow = await reader_past_its_end(reader, {})
+                if isinstance(follow, str):
+                    break  # its end, or still fenced: the drop (_terminal_frames)
+                reader = follow  # past a recovery's fence: on to the ending it decided
                 continue
             if observe_lag is not None:
                 observe_lag(stored[1])

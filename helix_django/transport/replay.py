@@ -184,24 +184,39 @@ class ResponseFilter:
         if kind == "error":
             self.terminal = ERROR
             return [error_ui_chunk(chunk)]
-        if self.expect_error:
-            return []  # the run ended: nothing of it after its end, only the error that follows
-        if not self._follows(chunk):
+        # After the run's end nothing of it is sent, only the error that follows.
+        if self.expect_error or not self._follows(chunk):
             return []
         self.attempts.observe(sequence, chunk)
         if kind == "helix-run-end":
-            self.end_status = str(chunk.get("status") or "completed")  # every ending writes one; none: a clean end
-            if self.end_status not in CLEAN_END_STATUSES:
-                self.expect_error = True
-                return []
-            self.terminal = DONE
-            return [dict(ABORT_CHUNK)] if self.end_status == "cancelled" else []
-        if self.attempts.is_superseded(chunk):
+            return self._run_end(chunk)
+        if self._is_dropped(chunk, kind):
             return []
+        return self._sent(chunk, kind)
+
+    def _run_end(self, chunk: Chunk) -> list[Chunk]:
+        """The run's ``helix-run-end``: ``abort`` for a cancel, nothing for a clean end; an unclean end waits.
+
+        An unclean end (failed, interrupted) is told by the ``error`` chunk that follows it.
+        """
+        self.end_status = str(chunk.get("status") or "completed")  # every ending writes one; none: a clean end
+        if self.end_status not in CLEAN_END_STATUSES:
+            self.expect_error = True
+            return []
+        self.terminal = DONE
+        return [dict(ABORT_CHUNK)] if self.end_status == "cancelled" else []
+
+    def _is_dropped(self, chunk: Chunk, kind: str) -> bool:
+        """Whether ``chunk`` belongs to a superseded attempt, or announces the supersession of one never sent."""
+        if self.attempts.is_superseded(chunk):
+            return True
         if kind == "data-attempt-superseded":
             data = chunk.get("data") or {}
-            if data.get("supersededAttemptId") not in self.sent_attempts:
-                return []
+            return data.get("supersededAttemptId") not in self.sent_attempts
+        return False
+
+    def _sent(self, chunk: Chunk, kind: str) -> list[Chunk]:
+        """The UI chunks of a content chunk of the followed run (a held ``start`` becomes its metadata)."""
         if kind == "start" and self.dedupe_start_for and chunk.get("messageId") == self.dedupe_start_for:
             metadata = chunk.get("messageMetadata")
             return [{"type": "message-metadata", "messageMetadata": metadata}] if metadata else []
