@@ -186,9 +186,6 @@ def import_from_setting(value: Any, setting: str) -> Any:
 def _reload_settings(*, setting: str, **kwargs: Any) -> None:
     if setting == "HELIX":
         helix_settings.reload()
-        from helix_django.streams import reset_stream_managers
-
-        reset_stream_managers()
 
 
 setting_changed.connect(_reload_settings)

@@ -226,3 +226,10 @@ class BaseStreamManager(abc.ABC):
     async def aclose(self) -> None:
         """Release connections held by the manager (none by default)."""
         return None
+
+    def close(self) -> None:
+        """Close, from any thread, the connections this manager opened itself (none by default).
+
+        Called when the registry forgets the manager (:func:`~helix_django.streams.reset_stream_managers`).
+        """
+        return None

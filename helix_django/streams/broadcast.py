@@ -19,16 +19,15 @@ import hashlib
 import logging
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
+from helix_django.conf import helix_settings
 from helix_django.deadlines import cancel_requested, ends_when_cancelled
-
-if TYPE_CHECKING:
-    from helix_django.streams.base import BaseStreamManager
-    from helix_django.streams.notify import StreamNotifier
+from helix_django.streams.base import BaseStreamManager
+from helix_django.streams.notify import StreamNotifier
 
 logger = logging.getLogger(__name__)
 
@@ -192,8 +191,6 @@ def attach_broadcast(manager: BaseStreamManager) -> None:
     Uses ``HELIX["CHANNEL_LAYER"]`` (a ``CHANNEL_LAYERS`` alias). No-op without a layer or
     with the in-memory layer (one process).
     """
-    from helix_django.conf import helix_settings
-
     layer = get_channel_layer(helix_settings.CHANNEL_LAYER)
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -142,8 +143,6 @@ class MemoryStreamManager(BaseStreamManager):
     async def read_after(
         self, stream_id: str, after: int, *, limit: int = 500
     ) -> tuple[list[StoredChunk], StreamInfo | None]:
-        import bisect
-
         with self._lock:
             stream = self._streams.get(stream_id)
             if stream is None:

@@ -17,14 +17,14 @@ from django.db import transaction
 from django.db.models.signals import post_delete
 
 from helix_django.errors import HelixError
+from helix_django.models import ChatSession
+from helix_django.streams.registry import get_stream_manager
 
 logger = logging.getLogger(__name__)
 
 
 def purge_stream_now(stream_id: str) -> None:
     """Purge ``stream_id`` in the configured stream manager (sync callers); a failure is logged."""
-    from helix_django.streams import get_stream_manager
-
     try:
         async_to_sync(get_stream_manager().purge_stream)(stream_id)
     except HelixError as exc:  # the session is gone either way: say so, never raise after its commit
@@ -40,6 +40,4 @@ def _on_session_deleted(sender: Any, instance: Any, using: str, **kwargs: Any) -
 
 def connect() -> None:
     """Connect the receiver (idempotent: a dispatch uid)."""
-    from helix_django.models import ChatSession
-
     post_delete.connect(_on_session_deleted, sender=ChatSession, dispatch_uid="helix_purge_deleted_session_stream")

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from django.core.checks import CheckMessage, Error
 from redis.exceptions import RedisError, ResponseError
 
+from helix_django.conf import helix_settings
 from helix_django.errors import StreamConnectionError, StreamFenceError
 from helix_django.streams import redis_scripts
 from helix_django.streams.base import (
@@ -102,8 +103,6 @@ class RedisStreamManager(BaseStreamManager):
         """Seconds a stream is kept after its last write (read at call time, never cached)."""
         ttl = self.options.get("stream_ttl", self.options.get("STREAM_TTL_SECONDS"))
         if ttl is None:
-            from helix_django.conf import helix_settings
-
             ttl = helix_settings.STREAM_TTL_SECONDS
         return int(ttl)
 

@@ -6,13 +6,10 @@ import asyncio
 import contextlib
 import math
 import time
-from typing import TYPE_CHECKING
 
-from helix_django.limits import DELTA_TYPES, split_delta
-from helix_django.streams.base import Chunk
-
-if TYPE_CHECKING:
-    from helix_django.streams.base import BaseStreamManager
+from helix_django.conf import helix_settings
+from helix_django.limits import DELTA_TYPES, max_delta_chars, split_delta
+from helix_django.streams.base import BaseStreamManager, Chunk
 
 MERGEABLE_DELTA_TYPES = frozenset({"text-delta", "reasoning-delta"})
 #: Internal chunk key: wall-clock time of the flush that stored the chunk, epoch milliseconds
@@ -65,9 +62,6 @@ class StreamWriter:
     @classmethod
     def from_settings(cls, manager: BaseStreamManager, stream_id: str, run_id: str) -> StreamWriter:
         """Return a writer configured by ``FLUSH_INTERVAL_MS``, ``FLUSH_MAX_CHUNKS``, ``COALESCE_DELTAS``, limits."""
-        from helix_django.conf import helix_settings
-        from helix_django.limits import max_delta_chars
-
         return cls(
             manager,
             stream_id,

@@ -175,9 +175,9 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
 
     async def aclose(self) -> None:
         """Close the inline SQLite connections (:mod:`._group_commit`)."""
-        self.close_local_connections()
+        self.close()
 
-    def close_local_connections(self) -> None:
+    def close(self) -> None:
         """Close the connections this manager opened itself (the inline SQLite ones); callable from any thread."""
         if self.group.inline is not None:
             self.group.inline.close()
