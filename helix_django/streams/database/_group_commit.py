@@ -184,8 +184,8 @@ class GroupCommit:
         The order is the code-point order ``sorted()`` gives (the compare-and-set path locks
         in it): PostgreSQL sorts by the column's collation unless told ``COLLATE "C"``, and
         under a locale collation (``en_US``) two processes, one on each path, could take
-        two streams' locks in opposite orders and deadlock (found by a review of the
-        thirteenth session). SQLite's default collation is already code-point order.
+        two streams' locks in opposite orders and deadlock. SQLite's default collation is
+        already code-point order.
         """
         out: dict[str, StreamInfo] = {}
         collate = ' COLLATE "C"' if connections[self.using].vendor == "postgresql" else ""
