@@ -23,10 +23,11 @@ they serve). ``DRAIN_SECONDS`` of 0 installs nothing.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import signal
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from helix_django.conf import helix_settings
 from helix_django.models import Run
@@ -34,6 +35,14 @@ from helix_django.recovery.provider import provider_for
 from helix_django.recovery.scan import arecover_run
 
 logger = logging.getLogger(__name__)
+
+
+class DrainableRuns(Protocol):
+    """The runs of this process a drain waits for (:class:`~helix_django.runtime.local_runs.LocalRuns`)."""
+
+    def local_runs(self) -> dict[str, concurrent.futures.Future[str]]:
+        """Return ``{run_id: future of its ending status}`` of the runs executing here now."""
+
 
 _draining = threading.Event()
 _installed = False
@@ -44,10 +53,10 @@ def is_draining() -> bool:
     return _draining.is_set()
 
 
-def install(executor: Any) -> None:
+def install(executor: DrainableRuns) -> None:
     """Install the SIGTERM handler once, if called on the main thread inside its running event loop.
 
-    ``executor`` is the one whose local runs are drained (it has ``local_runs()``).
+    ``executor``: the runs drained (its ``local_runs()``; an executor or its ``runs``).
     """
     global _installed  # noqa: PLW0603 - one handler per process
     if _installed or threading.current_thread() is not threading.main_thread():
@@ -79,7 +88,7 @@ def _hand_over(previous: Any, signum: int, frame: Any) -> None:
     signal.raise_signal(signal.SIGTERM)
 
 
-async def _drain_then_stop(executor: Any, seconds: float, previous: Any, signum: int) -> None:
+async def _drain_then_stop(executor: DrainableRuns, seconds: float, previous: Any, signum: int) -> None:
     try:
         await adrain(executor, seconds)
     except Exception:  # noqa: BLE001 - the server must stop whatever the drain met
@@ -88,7 +97,7 @@ async def _drain_then_stop(executor: Any, seconds: float, previous: Any, signum:
         _hand_over(previous, signum, None)
 
 
-async def adrain(executor: Any, seconds: float) -> list[str]:
+async def adrain(executor: DrainableRuns, seconds: float) -> list[str]:
     """Wait up to ``seconds`` for ``executor``'s local runs to end, then end the rest; return the ids ended here.
 
     Raises nothing for one run that cannot be ended (logged): the others are still ended.
