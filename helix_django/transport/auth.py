@@ -103,14 +103,8 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
         user = drf_request.user
         if not is_signed_in(user):
             enforce_anonymous_csrf(request)
-        for permission in policy.permissions():
-            if not permission.has_permission(drf_request, view):
-                if not is_signed_in(user):
-                    raise _challenged(NotAuthenticatedError(), drf_request)
-                raise PermissionDeniedError()
-        for throttle in policy.throttles():
-            if not throttle.allow_request(drf_request, view):
-                raise RateLimitedError(retryAfterSeconds=math.ceil(throttle.wait() or 1))
+        _check_permissions(drf_request, view, user)
+        _check_throttles(drf_request, view)
     except exceptions.NotAuthenticated as exc:
         raise _challenged(NotAuthenticatedError(), drf_request) from exc
     except exceptions.AuthenticationFailed as exc:
@@ -123,6 +117,22 @@ def authenticate(request: HttpRequest, *, create_anonymous: bool = False) -> Ide
         response = middleware.process_response(request, HttpResponse())
         cookies = _cookie_headers(response.cookies)
     return Identity(owner=owner, user=user if is_signed_in(user) else None, set_cookies=cookies)
+
+
+def _check_permissions(drf_request: Request, view: Any, user: Any) -> None:
+    """Raise NotAuthenticatedError (401, an anonymous caller) or PermissionDeniedError where a permission refuses."""
+    for permission in policy.permissions():
+        if not permission.has_permission(drf_request, view):
+            if not is_signed_in(user):
+                raise _challenged(NotAuthenticatedError(), drf_request)
+            raise PermissionDeniedError()
+
+
+def _check_throttles(drf_request: Request, view: Any) -> None:
+    """Raise RateLimitedError (429, ``retryAfterSeconds`` the throttle's wait) where a throttle refuses."""
+    for throttle in policy.throttles():
+        if not throttle.allow_request(drf_request, view):
+            raise RateLimitedError(retryAfterSeconds=math.ceil(throttle.wait() or 1))
 
 
 def _challenged(error: HelixError, request: Any) -> HelixError:

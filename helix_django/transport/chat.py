@@ -230,6 +230,38 @@ async def _admit_and_open(
     return answer
 
 
+async def _read_and_admit(scope: dict[str, Any], receive: Any) -> HostAnswer:
+    """Read and parse the body, then admit the request through the host's middleware (one thread hop).
+
+    A body refused unread is still the view's result in the host's middleware. A plain
+    send's admission is shielded: once the hop committed a run, it is opened even if this
+    request is cancelled; anything else starts no run and gets no task of its own.
+    """
+    try:
+        body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
+    except ValidationError as exc:
+        return await sync_to_async(refusal_through_host)(scope, exc)
+    parsed = await _parse(scope, body)
+    admitting = _admit_and_open(scope, body, parsed)
+    if is_plain_chat_send(parsed[0]):
+        return await completes_despite_cancel(admitting)
+    return await admitting
+
+
+async def _plan_watched(admitted: _Admitted, watch: DisconnectWatch) -> tuple[bool, Any]:
+    """Plan the admitted request while ``watch`` watches the client; return ``(disconnected, plan or None)``.
+
+    A resume's planning is cut short by a disconnect. A started send's plan is one read of
+    what its run wrote so far: bounded, it needs no task to be cut short (a task and a loop
+    round, during which the run's task went first, before the first byte).
+    """
+    planning = plan_chat(admitted.request, admitted.caller, admitted.opened)
+    if admitted.opened is None:
+        return await run_until_disconnect(watch, planning)
+    plan = await planning
+    return watch.disconnected, plan
+
+
 class ChatConsumer:
     """ASGI app of the chat route (HTTP only). Use ``ChatConsumer.as_asgi()`` in a URLRouter."""
 
@@ -279,18 +311,7 @@ class ChatConsumer:
         language: str | None = None
         watch: DisconnectWatch | None = None
         try:
-            try:
-                body = await read_body(scope, receive, max_bytes=helix_settings.MAX_REQUEST_BYTES)
-            except ValidationError as exc:  # refused unread: still the view's result in the host's middleware
-                answer = await sync_to_async(refusal_through_host)(scope, exc)
-            else:
-                parsed = await _parse(scope, body)
-                admitting = _admit_and_open(scope, body, parsed)
-                if is_plain_chat_send(parsed[0]):
-                    # Shielded: once the hop committed a run, it is opened even if this request is cancelled.
-                    answer = await completes_despite_cancel(admitting)
-                else:
-                    answer = await admitting  # starts no run: no task of its own (a resume open)
+            answer = await _read_and_admit(scope, receive)
             if answer.response is not None:
                 await send_host_response(send, answer.response)
                 return None
@@ -300,15 +321,7 @@ class ChatConsumer:
             if admitted.error is not None:
                 raise admitted.error
             watch = DisconnectWatch(receive)
-            planning = plan_chat(admitted.request, admitted.caller, admitted.opened)
-            if admitted.opened is None:
-                disconnected, plan = await run_until_disconnect(watch, planning)
-            else:
-                # A started send's plan is one read of what its run wrote so far: bounded, it
-                # needs no task to be cut short by a disconnect (a task and a loop
-                # round, during which the run's task went first, before the first byte).
-                plan = await planning
-                disconnected = watch.disconnected
+            disconnected, plan = await _plan_watched(admitted, watch)
         except ClientDisconnected:
             return None
         except Exception as exc:  # every refusal is typed; an unexpected one is rendered without its text

@@ -177,6 +177,17 @@ def _message_failure(message: Any) -> list[Any] | None:
     return None
 
 
+def _messages_failure(messages: Any) -> list[Any] | None:
+    """Return the path below ``messages`` of its first failure (``[]``: not a list, or too long), or None."""
+    if not isinstance(messages, list) or len(messages) > MAX_MESSAGES:
+        return []
+    for index, message in enumerate(messages):
+        failure = _message_failure(message)
+        if failure is not None:
+            return [index, *failure]
+    return None
+
+
 def _envelope_failure(body: Any) -> list[Any] | None:
     """Return the path of the first failure of :data:`BODY_SCHEMA` without its per-part rules, or None.
 
@@ -188,13 +199,9 @@ def _envelope_failure(body: Any) -> list[Any] | None:
     if "id" in body and not _is_id(body["id"]):
         return ["id"]
     if "messages" in body:
-        messages = body["messages"]
-        if not isinstance(messages, list) or len(messages) > MAX_MESSAGES:
-            return ["messages"]
-        for index, message in enumerate(messages):
-            failure = _message_failure(message)
-            if failure is not None:
-                return ["messages", index, *failure]
+        failure = _messages_failure(body["messages"])
+        if failure is not None:
+            return ["messages", *failure]
     if "message" in body:
         failure = _message_failure(body["message"])
         if failure is not None:

@@ -42,12 +42,12 @@ def _text_chunks(kind: str, part: dict[str, Any], block_id: str) -> list[Chunk]:
     ]
 
 
-def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
+def _tool_fields(part: dict[str, Any]) -> dict[str, Any]:
+    """The fields every chunk of a tool part's input carries: the call's id and name, its provider facts."""
     kind = part.get("type", "")
     is_dynamic = kind == "dynamic-tool"
     name = part.get("toolName", "") if is_dynamic else kind.removeprefix("tool-")
-    call_id = part["toolCallId"]
-    common: dict[str, Any] = {"toolCallId": call_id, "toolName": name}
+    common: dict[str, Any] = {"toolCallId": part["toolCallId"], "toolName": name}
     if is_dynamic:
         common["dynamic"] = True
     for key in ("providerExecuted", "title"):
@@ -55,6 +55,12 @@ def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
             common[key] = part[key]
     if part.get("callProviderMetadata"):
         common["providerMetadata"] = part["callProviderMetadata"]
+    return common
+
+
+def _tool_chunks(part: dict[str, Any]) -> list[Chunk]:
+    call_id = part["toolCallId"]
+    common = _tool_fields(part)
     state = part.get("state", "input-available")
     if state not in _TOOL_STATES_WITH_INPUT:
         return [{"type": "tool-input-start", **common}]
