@@ -75,6 +75,14 @@ class BaseStreamManager(abc.ABC):
         """
         return True
 
+    @property
+    def wakes_other_processes(self) -> bool:
+        """Whether another process's write wakes this process's readers (not only their fail-safe timer).
+
+        True for a multi-process manager unless it says otherwise.
+        """
+        return self.is_multi_process
+
     def __init__(self, alias: str, options: dict[str, Any]) -> None:
         self.alias = alias
         self.options = dict(options)

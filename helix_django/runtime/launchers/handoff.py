@@ -82,9 +82,7 @@ class HandoffLauncher(BaseLauncher, abc.ABC):
     def check(self) -> list[CheckMessage]:
         """Warn when readers in this process cannot be woken by a worker's writes (``helix_django.W012``)."""
         manager = get_stream_manager()
-        if manager.is_multi_process and not (
-            manager.notifier.remote is None and type(manager).__name__ == "DatabaseStreamManager"
-        ):
+        if manager.wakes_other_processes:
             return []
         return [
             CheckWarning(

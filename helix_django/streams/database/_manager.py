@@ -163,6 +163,11 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         return await self._set_status(stream_id, run_id, PAUSED)
 
     @property
+    def wakes_other_processes(self) -> bool:
+        """Only with a broadcaster attached: a channel layer that spans processes (see the broadcast module)."""
+        return self.notifier.remote is not None
+
+    @property
     def reads_are_current(self) -> bool:
         """False while other processes may write (a broadcaster is attached): a tail hit's info is old then."""
         return self.notifier.remote is None or not self.tail.is_enabled
