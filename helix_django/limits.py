@@ -15,7 +15,7 @@
   route (the chat and stream routes, the WebSocket, the REST API: :func:`request_too_large`
   is the one refusal, :func:`read_request_body` the REST API's bounded read, in place of
   Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE``), and the most message parts in one chat body
-  (:mod:`helix_django.transport.chat_request`).
+  (:mod:`helix_django.transport.chat_body`).
 - ``MAX_MESSAGE_BYTES`` (default 2 MiB): the largest stored message, as UTF-8 JSON
   ``{id, role, parts, metadata}``. A sent message over it is refused by the run-start
   commit (413 ``validation_message_too_large``, ``cause: "message"``, nothing written);

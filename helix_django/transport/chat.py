@@ -32,14 +32,11 @@ from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import (
     MethodNotAllowedError,
     NotAuthenticatedError,
-    SessionNotFoundError,
     ValidationError,
 )
-from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
 from helix_django.runtime.sends import StartedSend
-from helix_django.store.reads import holds_active_message, read_session
-from helix_django.transport.auth import Identity, authenticate
+from helix_django.transport.chat_caller import Caller, identify, session_for_send
 from helix_django.transport.chat_request import ChatRequest, aparse_chat_request
 from helix_django.transport.chat_send import (
     OpenedSend,
@@ -60,62 +57,10 @@ from helix_django.transport.http import (
 from helix_django.transport.plan import ResponsePlan, plan_frames
 from helix_django.transport.responses import log_unexpected, send_empty, send_error
 from helix_django.transport.resume import plan_resume
-from helix_django.transport.resume_reads import ResumeState, read_resume_state
 from helix_django.transport.wire_ui import UI_STREAM_HEADERS
 
 
-@dataclasses.dataclass(frozen=True)
-class _Caller:
-    """What one trip to the ORM's thread learns about a chat request's caller and session."""
-
-    identity: Identity
-    session: ChatSession | None = None
-    """The session row a send names (None: none yet, or the request carries no message)."""
-    holds_last_message: bool = False
-    """The session already holds the body's trailing message: the request resumes, it sends nothing."""
-    resume: ResumeState | None = None
-    """What a resume is planned from (a GET, or a POST whose trailing message the session holds)."""
-
-
-def _may_hold_last_message(request: ChatRequest) -> bool:
-    """Whether the trailing message may be one the session holds (a resume by POST, 002); else it is a send."""
-    last = request.messages[-1]
-    keyed_or_edit = request.trigger == "regenerate-message" or request.message_id or request.request_key
-    return not keyed_or_edit and last["role"] != "assistant"
-
-
-def _identify(django_request: HttpRequest, request: ChatRequest | None, create_anonymous: bool) -> _Caller:
-    """Authenticate, then read the session row a send names (and whether it holds the trailing message).
-
-    A resume (no message, or a trailing message the session holds) also reads here what it is
-    planned from (:func:`~helix_django.transport.resume_reads.read_resume_state`): one trip to
-    the ORM's thread for the caller, its session, run and committed tool calls.
-    """
-    identity = authenticate(django_request, create_anonymous=create_anonymous)
-    if request is None:
-        return _Caller(identity)
-    if not request.has_messages:  # a resume: its reads join this hop
-        return _Caller(identity, resume=read_resume_state(request.session_id, identity.owner))
-    session = read_session(request.session_id)
-    if session is None or not _may_hold_last_message(request):
-        return _Caller(identity, session)
-    if not holds_active_message(session.pk, request.messages[-1]["id"]):
-        return _Caller(identity, session)
-    resume = read_resume_state(session.pk, identity.owner, session=session)
-    return _Caller(identity, session, holds_last_message=True, resume=resume)
-
-
-def _session_for_send(request: ChatRequest, caller: _Caller) -> ChatSession:
-    """Return the caller's session, or an unsaved one its send's run-start commit creates."""
-    owner = caller.identity.owner
-    if caller.session is None:
-        return ChatSession(id=request.session_id, owner_id=owner.user_id, anonymous_key=owner.anonymous_key)
-    if not owner.owns(caller.session):
-        raise SessionNotFoundError()
-    return caller.session
-
-
-async def plan_chat(request: ChatRequest, caller: _Caller, opened: OpenedSend | None = None) -> ResponsePlan:
+async def plan_chat(request: ChatRequest, caller: Caller, opened: OpenedSend | None = None) -> ResponsePlan:
     """Decide between a send and a resume and plan the response (before any header is sent).
 
     ``opened``: the send the route's thread hop already started (:func:`_admit`).
@@ -123,10 +68,10 @@ async def plan_chat(request: ChatRequest, caller: _Caller, opened: OpenedSend | 
     if opened is not None:
         return await plan_handle(request, opened.session, opened.handle)
     if request.has_messages:
-        session = _session_for_send(request, caller)
+        session = session_for_send(request, caller)
         if not caller.holds_last_message:
             return await plan_send(request, caller.identity, session)
-    assert caller.resume is not None  # _identify reads it for every resume
+    assert caller.resume is not None  # identify reads it for every resume
     return await plan_resume(request, caller.resume)
 
 
@@ -144,7 +89,7 @@ async def _parse(scope: dict[str, Any], body: bytes) -> tuple[ChatRequest | None
 
 def _identify_caller(
     scope: dict[str, Any], parsed: tuple[ChatRequest | None, ValidationError | None], django_request: HttpRequest
-) -> tuple[ChatRequest, _Caller]:
+) -> tuple[ChatRequest, Caller]:
     """The route's view, run inside the host's middleware: method, authenticate, read.
 
     ``parsed`` is :func:`_parse`'s result; its refusal is raised only after authentication.
@@ -154,7 +99,7 @@ def _identify_caller(
     request, invalid = parsed
     try:  # an invalid request never creates an anonymous visitor's Django session
         create_anonymous = scope["method"] == "POST" and not invalid
-        caller = _identify(django_request, request, create_anonymous)
+        caller = identify(django_request, request, create_anonymous)
     except NotAuthenticatedError:
         if invalid is not None and helix_settings.ALLOW_ANONYMOUS:
             raise invalid from None
@@ -170,7 +115,7 @@ class _Admitted:
     """What the route's one thread hop decided (:func:`_admit`), then what opening its send gave."""
 
     request: ChatRequest
-    caller: _Caller
+    caller: Caller
     started: StartedSend | None = None
     """A plain send whose run-start commit landed in the hop (None: plan_chat decides)."""
     opened: OpenedSend | None = None
@@ -200,7 +145,7 @@ def _admit(
     if caller.holds_last_message or not is_plain_chat_send(request):
         return answer
     try:
-        session = _session_for_send(request, caller)
+        session = session_for_send(request, caller)
         admitted.started = get_executor().start_send_in_thread(
             session, request.messages, request_key=request.request_key, stream_sequence=stream_sequence
         )

@@ -3,7 +3,7 @@
 A resume needs the caller's session, its current run and, for the response filter, the
 tool calls of the session's committed messages (002, "Tool results for a call in an
 earlier message"). :func:`read_resume_state` reads all three in the ORM's thread, inside
-the host's middleware right after authentication (:func:`helix_django.transport.chat._identify`),
+the host's middleware right after authentication (:func:`helix_django.transport.chat_caller.identify`),
 so opening a resume makes one trip to that thread before the stream is read, where it made
 five (authentication, the ownership read, the session and run reads, the messages).
 

@@ -54,7 +54,7 @@ from helix_django.runtime.executor import get_executor
 from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.auth import Identity, authenticate_socket
-from helix_django.transport.chat_request import KNOWN_FIELDS, validate_body
+from helix_django.transport.chat_body import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import check_cursor, is_purged, missing_stream_error, stream_frames
 from helix_django.transport.host import handshake_language
 from helix_django.transport.responses import log_unexpected

@@ -59,7 +59,8 @@ def test_a_send_reads_its_session_and_trailing_message_without_orm_query_buildin
     from asgiref.sync import async_to_sync
     from rest_framework.authtoken.models import Token
 
-    from helix_django.transport.chat import _identify, _parse
+    from helix_django.transport.chat import _parse
+    from helix_django.transport.chat_caller import identify
     from helix_django.transport.host import build_request
 
     user = django_user_model.objects.create_user("reader")
@@ -73,7 +74,7 @@ def test_a_send_reads_its_session_and_trailing_message_without_orm_query_buildin
     request, error = async_to_sync(_parse)(scope, body)  # the body's schema check runs off the event loop
     assert error is None
     with CaptureQueriesContext(connection) as queries:
-        caller = _identify(build_request(scope, body), request, create_anonymous=False)
+        caller = identify(build_request(scope, body), request, create_anonymous=False)
     assert caller.session.pk == "reads1" and caller.holds_last_message
     statements = [query["sql"] for query in queries if "helix_django" in query["sql"]]
     assert statements[0].startswith(f"SELECT * FROM {ChatSession._meta.db_table} WHERE id = ")

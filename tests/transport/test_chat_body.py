@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 
 from helix_django.errors import ValidationError
-from helix_django.transport import chat_request
-from helix_django.transport.chat_request import BODY_SCHEMA, parse_body
+from helix_django.transport import chat_body
+from helix_django.transport.chat_body import BODY_SCHEMA, parse_body
 
 
 def message(role="user", parts=None, **extra):
@@ -151,7 +151,7 @@ def test_too_many_parts_are_refused_before_any_part_is_validated(monkeypatch, bo
     def schema(body):
         raise AssertionError("the schema walked an oversized body")
 
-    monkeypatch.setattr(chat_request, "_check_envelope", schema)
+    monkeypatch.setattr(chat_body, "_check_envelope", schema)
     with pytest.raises(ValidationError) as excinfo:
         parse_body(json.dumps(body).encode())
     assert excinfo.value.to_body() == {
@@ -165,7 +165,7 @@ def test_too_many_parts_are_refused_before_any_part_is_validated(monkeypatch, bo
 
 
 def test_too_many_messages_are_refused_by_their_count(monkeypatch):
-    monkeypatch.setattr(chat_request, "_check_envelope", None)
+    monkeypatch.setattr(chat_body, "_check_envelope", None)
     with pytest.raises(ValidationError) as excinfo:
         parse_body(json.dumps({"messages": [0] * 10_001}).encode())
     assert (excinfo.value.cause, excinfo.value.extra) == ("body", {"field": "messages", "limitMessages": 10_000})

@@ -18,7 +18,7 @@ from channels.testing import ApplicationCommunicator
 from django.test import override_settings
 from rest_framework.request import Request
 
-from helix_django.transport import auth, chat, host
+from helix_django.transport import auth, chat_caller, host
 from tests.transport.conftest import agent_settings, new_session_id, send_body, user_message
 from tests.transport.test_thread_hops_per_resume_open import _first_frame, _scope, _token
 
@@ -61,9 +61,9 @@ async def test_an_idle_resume_holds_no_django_request_drf_request_or_user(monkey
             made.append(weakref.ref(identity.user))
             return identity
 
-        real_authenticate = chat.authenticate
+        real_authenticate = chat_caller.authenticate
         monkeypatch.setattr(host, "build_request", build_request)
-        monkeypatch.setattr(chat, "authenticate", authenticate)
+        monkeypatch.setattr(chat_caller, "authenticate", authenticate)
         monkeypatch.setattr(auth, "Request", _Recorded)
         resume = ApplicationCommunicator(application, _scope("GET", path, key))
         await resume.send_input({"type": "http.request", "body": b"", "more_body": False})
