@@ -13,6 +13,11 @@ A host points its agent's OpenAI provider at ``server.base_url``. A reply can cu
 after N events (the connection closes without a terminal frame, as a dropped network would),
 hold after the first event until a gate opens, and a background response completes
 server-side on its own even when its stream was cut, so ``retrieve`` finds it complete.
+A reply with ``interval_seconds`` is a paced operation generating on the server's timeline:
+event ``i`` is due ``i * interval_seconds`` after the response was created, every stream of
+it (the create stream, ``GET ...?stream=true&starting_after=N``) sends each event when it is
+due, ``retrieve`` answers ``in_progress`` until the last event is due, and ``cancel`` stops
+it (``cancelled``, no later event is sent).
 Every request is kept in ``server.requests`` as ``{"path", "body"}``. With no reply queued
 the server answers :class:`Reply`'s default.
 """
@@ -23,6 +28,7 @@ import json
 import re
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
@@ -65,9 +71,11 @@ class FakeOpenAI:
         self.httpd.server_close()
 
     def status_of(self, record: dict[str, Any]) -> str:
-        """Return a response's status: in_progress while its gate is closed, then completed."""
+        """Return a response's status: in_progress while its gate is closed (a paced one: until its
+        last event is due), then completed; ``cancelled`` once cancelled before that."""
         if record["status"] == "in_progress" and (record["gate"] is None or record["gate"].is_set()):
-            record["status"] = "completed"
+            if time.monotonic() >= self.due_at(record, len(record["events"]) - 1):
+                record["status"] = "completed"
         status: str = record["status"]
         return status
 
@@ -81,10 +89,32 @@ class FakeOpenAI:
         final, events = response_events(reply, body)
         # A background response runs on the server whatever happens to its stream: it is
         # complete as soon as its gate (if any) opens, unless it was cancelled before.
-        record = {"final": final, "events": events, "status": "in_progress", "gate": reply.gate}
+        record = {
+            "final": final,
+            "events": events,
+            "status": "in_progress",
+            "gate": reply.gate,
+            "created": time.monotonic(),
+            "interval": reply.interval_seconds,
+        }
         with self.lock:
             self.responses[final["id"]] = record
         return record
+
+    @staticmethod
+    def due_at(record: dict[str, Any], index: int) -> float:
+        """Return the monotonic time at which event ``index`` of a response is due (created + index * interval)."""
+        return float(record["created"]) + index * float(record["interval"])
+
+    def wait_due(self, record: dict[str, Any], index: int) -> bool:
+        """Sleep until event ``index`` of ``record`` is due; False when the response was cancelled meanwhile."""
+        while True:
+            if record["interval"] and record["status"] == "cancelled":
+                return False
+            left = self.due_at(record, index) - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(min(left, 0.05))
 
 
 def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
@@ -102,12 +132,23 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _sse(self, events: list[dict[str, Any]], reply: Reply | None, *, done: bool, named: bool) -> None:
+        def _sse(
+            self,
+            events: list[dict[str, Any]],
+            reply: Reply | None,
+            *,
+            done: bool,
+            named: bool,
+            record: dict[str, Any] | None = None,
+        ) -> None:
+            """Send ``events`` as SSE; those of a paced ``record`` each when due (none after a cancel)."""
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
             for number, event in enumerate(events):
+                if record is not None and not server.wait_due(record, event["sequence_number"]):
+                    break
                 if reply is not None and reply.cut_after is not None and number >= reply.cut_after:
                     self.wfile.flush()
                     self.connection.shutdown(socket.SHUT_RDWR)  # a drop: no terminal chunk
@@ -163,7 +204,7 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 reply = server.next_reply()
                 record = server.create_response(reply, body)
                 if body.get("stream"):
-                    return self._sse(record["events"], reply, done=False, named=True)
+                    return self._sse(record["events"], reply, done=False, named=True, record=record)
                 return self._json(200, record["final"])
             self._json(404, {"error": {"message": "no route", "type": "invalid_request_error"}})
 
@@ -180,9 +221,8 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 if server.is_stream_resume_broken:
                     return self._json(500, {"error": {"message": "unavailable", "type": "server_error"}})
                 after = int(query.get("starting_after", ["-1"])[0])
-                return self._sse(
-                    [e for e in record["events"] if e["sequence_number"] > after], None, done=False, named=True
-                )
+                rest = [e for e in record["events"] if e["sequence_number"] > after]
+                return self._sse(rest, None, done=False, named=True, record=record)
             status = server.status_of(record)
             self._json(
                 200,

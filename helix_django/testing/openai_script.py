@@ -31,6 +31,9 @@ class Reply:
     """Hold the stream after its first event until this event is set."""
     status: int = 200
     """A non-200 status answers with an OpenAI-style error body instead."""
+    interval_seconds: float = 0.0
+    """Pace of a Responses API response on the server: event ``i`` is due ``i * interval_seconds``
+    after the response was created, whether or not a client is connected (0: all at once)."""
 
 
 def words(text: str) -> list[str]:
