@@ -242,6 +242,7 @@ class ScriptedProvider(BaseProvider):
             "created_at": time.time(),
             "duration_seconds": (len(events) / pace) if pace else 0.0,
             "events": [_dump(e) for e in events],
+            "pace": pace,
             "cancelled": False,
         }
         await self._cache().aset(_CACHE_PREFIX + operation_id, record, _CACHE_SECONDS)
@@ -281,14 +282,37 @@ class ScriptedProvider(BaseProvider):
         return "cancelled"
 
     async def stream_from(self, operation_id: str, after: int) -> AsyncIterator[ProviderEvent]:
-        """Yield the operation's events after position ``after`` (1-based positions)."""
+        """Yield the operation's events after position ``after`` (1-based positions), each when it is due.
+
+        The operation generates on its own timeline whether or not anyone streams it: a
+        paced event is due ``n / PACE_TPS`` seconds after the operation was created, ``n``
+        counting the paced (text and reasoning) events up to it. The events already due come
+        at once, the rest live. Raises ProviderError (``operation_unavailable``) for an
+        unknown or cancelled operation, also when it is cancelled while streaming.
+        """
         record = await self._load(operation_id)
         if record is None or record["cancelled"]:
             raise ProviderError(cause="operation_unavailable")
+        pace = float(record.get("pace") or 0)
+        paced = 0
         for position, raw in enumerate(record["events"], start=1):
+            if pace and raw["kind"] in ("TextDelta", "ReasoningDelta"):
+                paced += 1
+                if position > after:
+                    await self._wait_due(operation_id, record["created_at"] + paced / pace)
             if position > after:
                 yield _load_event(raw)
                 yield Progress(position)
+
+    async def _wait_due(self, operation_id: str, due: float) -> None:
+        """Sleep until ``due`` (epoch seconds); raise ProviderError when the operation was cancelled."""
+        left = due - time.time()
+        if left <= 0:
+            return
+        await asyncio.sleep(left)
+        record = await self._load(operation_id)
+        if record is None or record["cancelled"]:
+            raise ProviderError(cause="operation_unavailable")
 
 
 def _dump(event: ProviderEvent) -> dict[str, Any]:
