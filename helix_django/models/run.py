@@ -74,6 +74,10 @@ class Run(models.Model):
     last_event_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     provider_cancel_result = models.CharField(max_length=64, blank=True, default="")
+    provider_cancel_checks = models.PositiveSmallIntegerField(default=0)
+    """How often the provider was asked again about a cancel whose answer was unclear."""
+    provider_cancel_checked_at = models.DateTimeField(null=True, blank=True)
+    """When the provider was last asked again about the cancel (None: never)."""
     cancelled_by = models.CharField(max_length=16, choices=CancelledBy, blank=True, default="")
     """Who asked to cancel (:class:`CancelledBy`; '' while no cancel was asked)."""
     error_code = models.CharField(max_length=64, blank=True, default="")

@@ -6,6 +6,8 @@ happens:
 
 - **Check status** (``check_status``): ask the provider about the run's operation by id;
   complete the run from the provider's output when it finished (reconcile, no inference);
+  on a cancelled run whose provider cancel answer was unclear, ask again and cancel an
+  operation still running (outcome ``cancel_<answer>``; the run stays cancelled);
 - **Mark interrupted**: end a stuck run as interrupted, partial output kept;
 - **Cancel**: end the run cancelled and ask the provider to stop its operation;
 - **Regenerate**: a new attempt at the turn from the last safe checkpoint (new inference);
@@ -43,6 +45,7 @@ from helix_django.models import CancelledBy, ChatSession, Checkpoint, Run, RunSt
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.recovery import inventory as inv
+from helix_django.recovery.cancels import arecheck_cancel
 from helix_django.recovery.follow import aend_from_operation
 from helix_django.recovery.provider import aquery_operation
 from helix_django.recovery.scan import SCAN_OWNER, arecover_run
@@ -92,6 +95,10 @@ def _needs(executor: RunStarter | None, action: str) -> RunStarter:
 
 
 async def _check_status(run: Run) -> tuple[str, str]:
+    if run.status == RunStatus.CANCELLED:
+        # It stays cancelled: only the provider's word on its operation is asked again.
+        answer = await arecheck_cancel(run)
+        return (f"cancel_{answer}" if answer else "changed_meanwhile"), ""
     if run.status in SCANNED_STATUSES:
         decision = await arecover_run(run.id, force=True)
         return decision.outcome, ""

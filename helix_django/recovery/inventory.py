@@ -24,6 +24,7 @@ from helix_django.models import (
     ToolExecutionStatus,
 )
 from helix_django.models.run import SCANNED_STATUSES
+from helix_django.recovery.cancels import is_cancel_unclear
 from helix_django.recovery.provider import provider_for
 from helix_django.store.leases import is_lease_expired
 from helix_django.store.reads import recent_runs
@@ -94,6 +95,8 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
     ``executions`` are the run's tool executions; ``is_current`` says whether the run is
     still its session's current run; ``supports_retrieve`` whether its provider can be
     asked about an operation. Queries: history and partial-row checks (a few, constant).
+    Check status applies to a cancelled run only while the provider's answer to its cancel
+    is unclear (:func:`~helix_django.recovery.cancels.is_cancel_unclear`): it asks again.
     """
     out: dict[str, Availability] = {}
 
@@ -103,7 +106,7 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
     status = run.status
     blocked = blocking_tools(executions)
     live = status in SCANNED_STATUSES or status == RunStatus.SUSPENDED_CLIENT_TOOL
-    if status == RunStatus.CANCELLED:
+    if status == RunStatus.CANCELLED and not is_cancel_unclear(run):
         put(CHECK_STATUS, _("A cancelled generation stays cancelled."))
     elif not run.provider_operation_id:
         put(CHECK_STATUS, _("The provider never returned an operation id for this generation."))

@@ -38,6 +38,7 @@ from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.processes import is_certainly_gone, lease_owner_id
+from helix_django.recovery.cancels import arevisit_unclear_cancels
 from helix_django.recovery.follow import afollow_operation
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
@@ -292,6 +293,8 @@ async def arecover(*, dry_run: bool = False, limit: int | None = None, now: date
 
     Runs whose provider operation is still running are followed until it ends (at most
     ``OPERATION_WAIT_SECONDS``) before the scan returns: their decision says ``recovering``.
+    Cancelled runs whose provider cancel answer was unclear are asked about again, bounded
+    (:func:`~helix_django.recovery.cancels.arevisit_unclear_cancels`; not in a dry run).
 
     A run that fails to be read is reported as ``skipped`` with reason ``error:<code>``;
     the scan goes on with the next run.
@@ -306,6 +309,8 @@ async def arecover(*, dry_run: bool = False, limit: int | None = None, now: date
             report.decisions.append(RunDecision(run_id, "", "skipped", f"error:{as_helix_error(exc).code}"))
     if followers:  # the operations still running, followed together until each ends (bounded)
         await asyncio.gather(*followers)
+    if not dry_run:  # cancels whose provider answer was unclear, asked again (bounded: recovery.cancels)
+        await arevisit_unclear_cancels(now)
     counts = {k: v for k, v in report.counts.items() if k in telemetry.ALLOWED_FIELDS}
     # A periodic scan that found nothing is routine: keep it out of INFO logs.
     telemetry.emit("recovery.scan", level=logging.INFO if report.decisions else logging.DEBUG, **counts)

@@ -64,6 +64,20 @@ def claim_partial_decision(run_id: str, action: str) -> bool:
     return False
 
 
+def claim_cancel_check(run_id: str, checks: int) -> bool:
+    """Count one more question to the provider about the run's unclear cancel, once (compare-and-set).
+
+    Moves ``provider_cancel_checks`` from ``checks`` to ``checks + 1`` and stamps
+    ``provider_cancel_checked_at``; returns False, writing nothing, when another process
+    counted it first (two scans never ask twice for one try).
+    """
+    return bool(
+        Run.objects.filter(pk=run_id, provider_cancel_checks=checks).update(
+            provider_cancel_checks=checks + 1, provider_cancel_checked_at=timezone.now()
+        )
+    )
+
+
 def transition_run(
     run_id: str, from_statuses: frozenset[str], status: str, *, lease_owner: str = "", lease_seconds: int = 30
 ) -> bool:
@@ -134,6 +148,7 @@ def resolve_tool_execution(execution_id: int, *, status: str, result: Any = None
 
 arecord_recovery = sync_to_async(record_recovery)
 aclaim_partial_decision = sync_to_async(claim_partial_decision)
+aclaim_cancel_check = sync_to_async(claim_cancel_check)
 atransition_run = sync_to_async(transition_run)
 aarchive_response = sync_to_async(archive_response)
 aresolve_tool_execution = sync_to_async(resolve_tool_execution)

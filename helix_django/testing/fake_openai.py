@@ -53,6 +53,8 @@ class FakeOpenAI:
         self.responses: dict[str, dict[str, Any]] = {}
         self.is_stream_resume_broken = False
         """Answer 500 to ``GET /v1/responses/{id}?stream=true`` (forces a client to use retrieve)."""
+        self.cancel_failures = 0
+        """Answer 500 to this many ``POST /v1/responses/{id}/cancel`` (then cancel as usual)."""
         self.lock = threading.Lock()
         self.httpd = _QuietServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
@@ -194,6 +196,10 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 )
             match = re.fullmatch(r"/v1/responses/([\w-]+)/cancel", path)
             if match:
+                with server.lock:
+                    fails, server.cancel_failures = server.cancel_failures > 0, max(0, server.cancel_failures - 1)
+                if fails:
+                    return self._json(500, {"error": {"message": "unavailable", "type": "server_error"}})
                 record = server.responses.get(match.group(1))
                 if record is None:
                     return self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
