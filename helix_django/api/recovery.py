@@ -1,17 +1,26 @@
 """A session owner's recovery actions on a partial answer (000, "Recovery actions should reflect certainty").
 
 The admin offers every recovery action to staff; the owner of a session needs the ones
-about their own ended run: Regenerate (the safe default), Continue, Keep and Discard.
+about their own run: Regenerate (the safe default), Continue, Keep, Discard, and Check
+status (ask the provider about the run's durable operation, with the admin's rules and
+bounded automation: :func:`helix_django.recovery.actions.aperform`).
 These views derive from :class:`~helix_django.api.base.HelixAPIView`: session ownership
 (404 ``state_session_not_found`` for anyone else), CSRF on POST, throttles, typed errors.
 
 - ``GET  sessions/<id>/runs/<run_id>/recovery``: ``{runId, status, recoveryAction,
-  actions: {regenerate|continue|keep|discard: {available, reason}}}``;
-- ``POST sessions/<id>/runs/<run_id>/regenerate | continue | keep | discard``: perform it
-  through :func:`helix_django.recovery.actions.aperform`; ``{action, runId, outcome,
-  newRunId}``. Refused with 409 ``state_run_not_actionable`` (``cause`` = the recovery
-  action, ``error`` = the inventory's reason) when it does not apply, e.g. while the run
-  is live or a side-effecting tool's outcome is unknown.
+  actions: {regenerate|continue|keep|discard|check_status: {available, reason}}}``;
+- ``POST sessions/<id>/runs/<run_id>/regenerate | continue | keep | discard | check_status``:
+  perform it through :func:`helix_django.recovery.actions.aperform`; ``{action, runId,
+  outcome, newRunId}``. Refused with 409 ``state_run_not_actionable`` (``cause`` = the
+  recovery action, ``error`` = the inventory's reason) when it does not apply, e.g. while
+  the run is live or a side-effecting tool's outcome is unknown.
+
+Check status's ``outcome``: ``completed`` (the provider finished: the run completed from its
+output); else the run stays or ends interrupted: ``interrupted`` for a stuck run, or the cause
+for an interrupted one (``provider_in_progress``, ``provider_failed``, ``status_unavailable``...);
+``cancel_<answer>``
+on a cancelled run whose provider cancel answer was unclear (asked again; it stays
+cancelled), or ``changed_meanwhile``.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ ACTIONS = {
     "continue": inv.CONTINUE,
     "keep": inv.KEEP_PARTIAL,
     "discard": inv.DISCARD_PARTIAL,
+    "check_status": inv.CHECK_STATUS,
 }
 #: Actions a session owner may POST (each has its route ``runs/<run_id>/<action>``).
 OWNER_ACTIONS = tuple(ACTIONS)
@@ -91,7 +101,7 @@ class RunRecoveryView(HelixAPIView):
 
 @extend_schema(methods=["POST"], request=None, responses={200: RecoveryResultSerializer, **ERRORS})
 class RunRecoveryActionView(HelixAPIView):
-    """``POST``: Regenerate, Continue, Keep or Discard the run's partial answer (``action`` set by the route)."""
+    """``POST``: Regenerate, Continue, Keep, Discard or Check status of the run (``action`` set by the route)."""
 
     action = ""
     operation_ids = {"POST": "{action}Run"}

@@ -11,6 +11,7 @@ description names it.
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
@@ -76,10 +77,11 @@ class HelixAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema with helix's operation ids and per-operation typed errors."""
 
     def get_operation_id(self) -> str:
-        """Return the view's ``operation_ids[method]`` (``{action}`` filled from the view), else drf-spectacular's."""
+        """Return the view's ``operation_ids[method]`` (``{action}``: the view's, camelCased), else the default."""
         named = getattr(self.view, "operation_ids", {}).get(self.method)
         if named:
-            return named.format(action=getattr(self.view, "action", "") or "")
+            action = getattr(self.view, "action", "") or ""
+            return named.format(action=re.sub(r"_(\w)", lambda m: m.group(1).upper(), action))
         return super().get_operation_id()
 
     def error_statuses(self) -> tuple[int, ...]:

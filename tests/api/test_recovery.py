@@ -1,4 +1,4 @@
-"""An owner's recovery endpoints over daphne: inventory, Keep, Discard, Continue, Regenerate, refusals.
+"""An owner's recovery endpoints over daphne: inventory, Keep, Discard, Continue, Regenerate, Check status, refusals.
 
 The scripted provider fails half way through its reply (a partial answer, run ``failed``);
 a user text containing "slow" streams at 5 tokens/s instead (a live run); Continue's
@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 FIRST = "The first half of this answer arrives and then the provider fails before the end of it."
 REST = "and here is the rest of the answer."
+NO_OPERATION = "The provider never returned an operation id for this generation."
 RULES = [
     {"MATCH": "^Continue your previous answer", "TEXT": REST, "FAIL_AT_FRACTION": None},
     {"MATCH": "slow", "FAIL_AT_FRACTION": None, "PACE_TPS": 5},
@@ -77,8 +78,12 @@ def test_inventory_then_keep_then_discard(failing_server, api):
     body = got.json()
     assert body["runId"] == run.id and body["status"] == "failed" and body["recoveryAction"] == ""
     assert body["actions"] == {
-        name: {"available": True, "reason": ""} for name in ("regenerate", "continue", "keep", "discard")
+        **{name: {"available": True, "reason": ""} for name in ("regenerate", "continue", "keep", "discard")},
+        "check_status": {"available": False, "reason": NO_OPERATION},
     }
+    refused = a.post(run_url(failing_server, sid, run.id, "check_status"))
+    assert refused.status_code == 409
+    assert refused.json()["cause"] == "check_status" and refused.json()["error"] == NO_OPERATION
     partial = assistant_rows(sid)
     assert len(partial) == 1 and partial[0].text and FIRST.startswith(partial[0].text.strip())
 
@@ -103,6 +108,7 @@ def test_inventory_then_keep_then_discard(failing_server, api):
         "continue": False,
         "keep": False,
         "discard": False,
+        "check_status": False,
     }
     refused = a.post(run_url(failing_server, sid, run.id, "discard"))
     assert refused.status_code == 409 and refused.json()["cause"] == "discard_partial"
@@ -124,7 +130,7 @@ def test_continue_starts_a_new_run_from_the_partial_answer(failing_server, api):
     assert REST in "".join(m.text for m in assistant_rows(sid))
     # The old run is no longer its session's current run: nothing applies to it any more.
     assert availability(a, failing_server, sid, run.id) == dict.fromkeys(
-        ("regenerate", "continue", "keep", "discard"), False
+        ("regenerate", "continue", "keep", "discard", "check_status"), False
     )
     late = a.post(run_url(failing_server, sid, run.id, "continue"))
     assert late.status_code == 409 and late.json()["code"] == "state_run_not_actionable"
@@ -156,7 +162,9 @@ def test_a_live_run_refuses_every_action_with_a_typed_409(failing_server, api):
     assert inventory["status"] in ("starting", "streaming")
     for name, offer in inventory["actions"].items():
         assert offer["available"] is False, name
-        assert offer["reason"] == "The generation has not ended; mark it interrupted or cancel it first."
+        if name != "check_status":
+            assert offer["reason"] == "The generation has not ended; mark it interrupted or cancel it first."
+    assert inventory["actions"]["check_status"]["reason"] == NO_OPERATION
     for action, cause in (("regenerate", "regenerate"), ("continue", "continue"), ("keep", "keep_partial")):
         refused = a.post(run_url(failing_server, sid, run.id, action))
         assert refused.status_code == 409, action
@@ -206,9 +214,17 @@ def test_the_schema_describes_the_recovery_routes(failing_server, api):
     paths = schema.json()["paths"]
     base = f"{PREFIX.lstrip('/')}/sessions/{{session_id}}/runs/{{run_id}}/"
     keys = {key.lstrip("/") for key in paths}
-    for action in ("recovery", "regenerate", "continue", "keep", "discard"):
+    for action in ("recovery", "regenerate", "continue", "keep", "discard", "check_status"):
         assert f"{base}{action}" in keys, action
     components = schema.json()["components"]["schemas"]
     assert set(components["RecoveryInventory"]["properties"]) == {"runId", "status", "recoveryAction", "actions"}
-    assert set(components["RecoveryActions"]["properties"]) == {"regenerate", "continue", "keep", "discard"}
+    assert set(components["RecoveryActions"]["properties"]) == {
+        "regenerate",
+        "continue",
+        "keep",
+        "discard",
+        "check_status",
+    }
+    check = next(item for key, item in paths.items() if key.lstrip("/") == f"{base}check_status")
+    assert check["post"]["operationId"] == "checkStatusRun"
     assert set(components["RecoveryResult"]["properties"]) == {"action", "runId", "outcome", "newRunId"}
