@@ -12,6 +12,9 @@ Environment switches (all optional):
   psycopg 3 connection pool (``HELIX_DB_POOL_SIZE`` connections per process, default 10).
 - ``REDIS_URL``: the Redis channel layer and the Redis stream manager (scale-out).
 - ``HELIX_SQLITE_PATH``: where the SQLite file lives (default ``var/example.sqlite3``).
+- ``HELIX_CACHE_DIR``: the folder of the cache every process of the demo shares (default
+  ``var/cache``; with ``REDIS_URL`` that cache is Redis): the scripted model's durable
+  operations live there, so an answer outlives the server that started it.
 - ``DJANGO_SECRET_KEY``, ``DJANGO_DEBUG``, ``DJANGO_ALLOWED_HOSTS``.
 """
 
@@ -138,6 +141,16 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # A cache on disk that every process of the demo shares, the server started after a kill
+    # included: it keeps the scripted model's durable operations (see the provider below).
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "helix": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": os.environ.get("HELIX_CACHE_DIR") or str(BASE_DIR / "var" / "cache"),
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
+        },
+    }
     _stream_manager = {"BACKEND": "helix_django.streams.database.DatabaseStreamManager", "OPTIONS": {}}
 
 # --- helix ------------------------------------------------------------------------------
@@ -152,9 +165,12 @@ if os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL"):
     }
     _model = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
 else:
+    # DURABLE: each answer is an operation kept in the shared "helix" cache, which goes on
+    # while no server is up; the relaunch scan of the next process finds it and finishes the
+    # same answer from it (docs/deploy.md, "What a restart does to a live answer").
     _provider = {
         "BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider",
-        "OPTIONS": {"PACE_TPS": DEMO_PACE},
+        "OPTIONS": {"PACE_TPS": DEMO_PACE, "DURABLE": True, "CACHE_ALIAS": "helix"},
     }
     _model = "scripted-1"
 
