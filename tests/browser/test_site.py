@@ -138,7 +138,9 @@ def test_owner_recovery_endpoints_keep_discard_and_refuse_others(daphne_server_f
             "continue": True,
             "keep": True,
             "discard": True,
+            "check_status": False,
         }
+        assert state["actions"]["check_status"]["reason"]
 
         kept = client.post(f"{base}/keep", headers=headers)
         assert kept.status_code == 200 and kept.json()["outcome"] == "kept"
