@@ -15,6 +15,7 @@ from helix_django.conf import DEFAULTS, SettingImportError, helix_settings, impo
 from helix_django.limits import check_limits
 from helix_django.models import ChatSession, Run
 from helix_django.runtime.launchers import load_launcher
+from helix_django.runtime.providers.scripted import ScriptedProvider
 from helix_django.runtime.tools import load_tools
 
 
@@ -100,6 +101,39 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 )
             )
     return messages
+
+
+@register()
+def check_scripted_provider(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W007 when a site out of ``DEBUG`` has agents that answer with the scripted provider.
+
+    Without ``HELIX["AGENTS"]`` the default agent is the scripted model (``conf.DEFAULTS``):
+    right while developing, a fake in production. Returns one warning naming every such
+    agent, or ``[]`` in ``DEBUG`` or when no agent is scripted (an unimportable provider is E003's).
+    """
+    if settings.DEBUG:
+        return []
+    scripted = []
+    for name, agent in (helix_settings.AGENTS or {}).items():
+        path = (agent.get("PROVIDER") or {}).get("BACKEND", "") if isinstance(agent, dict) else ""
+        try:
+            backend = import_from_setting(path, f"HELIX['AGENTS'][{name!r}]['PROVIDER']['BACKEND']")
+        except SettingImportError:
+            continue
+        if isinstance(backend, type) and issubclass(backend, ScriptedProvider):
+            scripted.append(name)
+    if not scripted:
+        return []
+    names = ", ".join(repr(name) for name in scripted)
+    return [
+        Warning(
+            f"DEBUG is off and agent(s) {names} answer with the scripted provider, a fake model.",
+            hint="Configure a real model in HELIX['AGENTS'], e.g. {'default': {'PROVIDER': {'BACKEND': "
+            "'helix_django.runtime.providers.openai.OpenAIProvider'}, 'MODEL': 'gpt-4o-mini'}} with "
+            "OPENAI_API_KEY set (README, \"Install into an existing project\").",
+            id="helix_django.W007",
+        )
+    ]
 
 
 #: channels_redis's blocking receive (``BZPOPMIN``) waits this long, in seconds.
