@@ -5,7 +5,8 @@
 // (react.js) adds `useHelixChat` and binds `helixTransport` to `ai`'s DefaultChatTransport.
 //
 //   const transport = helixTransport({ sessionId, target, DefaultChatTransport });
-//   // transport.helix: { state: {cursor, messageId, failure}, stop(), snapshotUrl, routes }
+//   // transport.helix: { state: {cursor, messageId, failure}, stop(), checkStatus(runId?),
+//   //                    snapshotUrl, routes }
 //
 // What the pieces do:
 //   createCursorFetch        records each SSE frame's `id:` (the stream sequence) as the
@@ -15,12 +16,13 @@
 //                            the CSRF header of Django's session auth
 //   prepareHelixReconnectRequest  the resume headers: the recorded cursor and message with
 //                            the replay prefix, else the snapshot's target; per-request wins
-//   fetchSnapshot, reanchorChat, stopRun, reattachDelay, waitForReattach, parseHelixChatError
+//   fetchSnapshot, reanchorChat, stopRun, checkRunStatus, reattachDelay, waitForReattach,
+//   parseHelixChatError
 //   isResyncTrigger          the resync triggers HelixChat re-anchors on (client.js, the
 //                            same function): data-attempt-superseded, data-stream-resync,
 //                            data-tool-output-elsewhere
 
-import { fetchSnapshotWithRetry, parseError } from "./errors.js";
+import { fetchSnapshotWithRetry, networkError, parseError, responseError } from "./errors.js";
 import { newRequestKey } from "./ids.js";
 import { resumeHeaders, snapshotResumeOptions } from "./resume.js";
 import { routesFor } from "./routes.js";
@@ -314,10 +316,40 @@ export async function stopRun({ baseUrl = "/helix/api", sessionId, fetch: baseFe
 }
 
 /**
+ * Check status = ask the provider about a run's durable operation (`POST
+ * .../runs/<id>/check_status`, with the CSRF header; no inference): a run the provider
+ * finished completes from its output. `runId` defaults to the chat's current run (read from
+ * the snapshot). Resolves to `{action, runId, outcome, newRunId}` (`outcome`: `completed`, or
+ * why the run stays interrupted, e.g. `provider_in_progress`), or null when the chat has no run.
+ * @throws {HelixRequestError} when refused (409 `state_run_not_actionable`: `error` says why)
+ *   or unreachable (status 0)
+ */
+export async function checkRunStatus({ baseUrl = "/helix/api", sessionId, runId, fetch: baseFetch, headers } = {}) {
+  const doFetch = baseFetch || globalThis.fetch.bind(globalThis);
+  const routes = routesFor(baseUrl);
+  const target = runId || (await fetchSnapshot(routes.snapshot(sessionId), { fetch: doFetch, headers }))?.runId;
+  if (!target) return null;
+  let response;
+  try {
+    response = await doFetch(routes.checkStatus(sessionId, target), {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json", ...csrfHeaders(), ...headers },
+      credentials: "same-origin",
+      body: "{}",
+    });
+  } catch {
+    throw networkError();
+  }
+  if (!response.ok) throw await responseError(response);
+  return response.json();
+}
+
+/**
  * A DefaultChatTransport wired to the chat route of `sessionId` under `baseUrl`: cursor
  * fetch, keyed sends with CSRF, resume headers from the recorded cursor or `target` (a
  * snapshotResumeOptions result). `DefaultChatTransport` is `ai`'s class (the "./react"
- * entry passes it). The result carries `helix`: `{sessionId, state, routes, snapshotUrl, stop()}`.
+ * entry passes it). The result carries `helix`: `{sessionId, state, routes, snapshotUrl, stop(),
+ * checkStatus(runId?)}` (checkRunStatus of this chat).
  */
 export function helixTransport({ sessionId, baseUrl = "/helix/api", target = {}, headers, fetch, DefaultChatTransport }) {
   const routes = routesFor(baseUrl);
@@ -336,6 +368,7 @@ export function helixTransport({ sessionId, baseUrl = "/helix/api", target = {},
     routes,
     snapshotUrl: routes.snapshot(sessionId),
     stop: () => stopRun({ baseUrl, sessionId, fetch, headers: valueOf(headers) }),
+    checkStatus: (runId) => checkRunStatus({ baseUrl, sessionId, runId, fetch, headers: valueOf(headers) }),
   };
   return transport;
 }

@@ -96,6 +96,7 @@ export class HelixChat extends EventTarget {
     this.runStatus = null;
     this.loaded = false;
     this.recovery = null;
+    this.statusCheck = null;
     this.gen = 0;
     this.controller = null;
     this.seenTriggers = new Set();
@@ -129,6 +130,7 @@ export class HelixChat extends EventTarget {
       liveMessageId: this.live?.message.id ?? null,
       loaded: this.loaded,
       recovery: this.recovery,
+      statusCheck: this.statusCheck,
       isBusy: ["submitted", "streaming", "reconnecting"].includes(this.status),
     };
   }
@@ -637,7 +639,26 @@ export class HelixChat extends EventTarget {
     await this.action(this.routes.discard(this.sessionId, runId), {});
   }
 
-  /** POST a JSON action, then re-anchor on the snapshot (and resume if a run went live). */
+  /**
+   * Check status: ask the provider about the run's durable operation (no inference; the
+   * admin's Check status). The page then re-reads the snapshot: a run the provider finished
+   * shows its complete answer. Resolves to the server's answer `{action, runId, outcome,
+   * newRunId}` (`outcome`: `completed`, or why the run stays interrupted, e.g.
+   * `provider_in_progress`), also kept as the view's `statusCheck`; null when refused
+   * (`error` says why).
+   */
+  async checkStatus(runId) {
+    this.statusCheck = null;
+    const answer = await this.action(this.routes.checkStatus(this.sessionId, runId), {});
+    this.statusCheck = answer ? { runId, outcome: answer.outcome } : null;
+    this.emit();
+    return answer;
+  }
+
+  /**
+   * POST a JSON action, then re-anchor on the snapshot (and resume if a run went live).
+   * Resolves to the action's JSON answer (null when refused, unreachable or streamed).
+   */
   async action(url, payload, { follow = true } = {}) {
     if (follow) this.setStatus("submitted");
     let response;
@@ -650,22 +671,24 @@ export class HelixChat extends EventTarget {
       });
     } catch {
       this.setStatus("error", { kind: "action", ...networkError().body, status: 0 });
-      return;
+      return null;
     }
     if (!response.ok) {
       const error = await responseError(response);
       this.setStatus("error", { kind: "action", ...parseError(error), status: response.status });
-      return;
+      return null;
     }
-    if (!follow) return;
+    if (!follow) return null;
     if ((response.headers.get("Content-Type") || "").includes("text/event-stream")) {
       const gen = this.newGeneration();
       const controller = new AbortController();
       this.controller = controller;
       this.setStatus("streaming");
       await this.follow(gen, async () => this.consume(gen, response.body, controller));
-      return;
+      return null;
     }
+    const answer = await response.json().catch(() => null);
     await this.load();
+    return answer;
   }
 }

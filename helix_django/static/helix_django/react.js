@@ -100,7 +100,9 @@ function replayAwareCallbacks(callbacks, getChat, onPart) {
  * @param {object} options  useChat / Chat options, with `transport` from `helixTransport`,
  *   `resync` ({snapshotUrl?}) and `reattach` ({maxAttempts?, baseDelayMs?, maxDelayMs?})
  * @returns useChat's result with `stop()` (cancels the run on the server, then shows the
- *   snapshot), `retry()` (re-sends the failed message under its request key),
+ *   snapshot), `checkStatus(runId?)` (asks the provider about the run's durable operation,
+ *   then shows the snapshot: a finished answer complete; resolves to `{outcome, ...}`,
+ *   throws HelixRequestError when refused), `retry()` (re-sends the failed message under its request key),
  *   `helixError` (the typed body of `error`) and `resyncError` (the last failed re-anchor)
  */
 export function useHelixChat({ id, transport, messages, resume = false, resync, reattach = {}, ...options }) {
@@ -190,7 +192,16 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
     if (resync) await reanchor().catch(setResyncError);
   }, [instance, helix, resync, reanchor]);
 
+  const checkStatus = useCallback(
+    async (runId) => {
+      const answer = await helix.checkStatus(runId);
+      if (snapshotUrl) await reanchor().catch(setResyncError);
+      return answer;
+    },
+    [helix, snapshotUrl, reanchor],
+  );
+
   const retry = useCallback(() => latest.current.regenerate(), []);
 
-  return { ...chat, stop, retry, resyncError, helixError: parseHelixChatError(chat.error) };
+  return { ...chat, stop, checkStatus, retry, resyncError, helixError: parseHelixChatError(chat.error) };
 }

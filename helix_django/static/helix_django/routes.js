@@ -18,5 +18,6 @@ export function routesFor(baseUrl) {
     continueRun: (id, runId) => `${run(id, runId)}/continue`,
     keep: (id, runId) => `${run(id, runId)}/keep`,
     discard: (id, runId) => `${run(id, runId)}/discard`,
+    checkStatus: (id, runId) => `${run(id, runId)}/check_status`,
   };
 }

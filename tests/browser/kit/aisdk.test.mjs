@@ -4,7 +4,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
+  HelixRequestError,
+  checkRunStatus,
   createCursorFetch,
+  helixTransport,
   isReattachable,
   isResyncTrigger,
   newStreamState,
@@ -180,4 +183,52 @@ test("a resync trigger re-anchors once per identity, as HelixChat does (client.j
   const resync = { type: "data-stream-resync", data: { runId: "run_2", checkpointId: "c", truncateCheckpointId: "t" } };
   assert.equal(isResyncTrigger(resync, new Set(), { latestTruncateCheckpointId: "t" }), false); // the snapshot has it
   assert.equal(isResyncTrigger(resync, new Set(), { latestTruncateCheckpointId: "other" }), true);
+});
+
+test("Check status posts to the run's check_status route with the CSRF header and answers the outcome", async () => {
+  globalThis.document = { cookie: "csrftoken=tok", getElementById: () => null };
+  const calls = [];
+  const json = (status, body) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+  const fetch = async (url, init = {}) => {
+    calls.push({ url, method: init.method || "GET", headers: init.headers || {}, body: init.body });
+    if (url.endsWith("/snapshot")) return json(200, { runId: "run_9", runStatus: "interrupted", messages: [], streamSequence: 4 });
+    if (url.includes("/runs/run_busy/")) {
+      return json(409, { error: "The generation is still running.", code: "state_run_not_actionable", cause: "check_status" });
+    }
+    return json(200, { action: "check_status", runId: "run_9", outcome: "completed", newRunId: "" });
+  };
+  try {
+    const answer = await checkRunStatus({ baseUrl: "/helix/api/", sessionId: "s 1", runId: "run_9", fetch });
+    assert.deepEqual(answer, { action: "check_status", runId: "run_9", outcome: "completed", newRunId: "" });
+    assert.equal(calls[0].url, "/helix/api/sessions/s%201/runs/run_9/check_status");
+    assert.equal(calls[0].method, "POST");
+    assert.equal(calls[0].headers["X-CSRFToken"], "tok");
+
+    // Without a run id, the chat's current run (from the snapshot); the transport offers the same.
+    calls.length = 0;
+    class DefaultChatTransport {
+      constructor(options) {
+        this.options = options;
+      }
+    }
+    const transport = helixTransport({ sessionId: "s1", fetch, DefaultChatTransport, headers: () => ({ A: "1" }) });
+    assert.equal((await transport.helix.checkStatus()).outcome, "completed");
+    assert.deepEqual(
+      calls.map((c) => [c.method, c.url]),
+      [
+        ["GET", "/helix/api/sessions/s1/snapshot"],
+        ["POST", "/helix/api/sessions/s1/runs/run_9/check_status"],
+      ],
+    );
+    assert.equal(calls[1].headers.A, "1");
+
+    await assert.rejects(
+      checkRunStatus({ sessionId: "s1", runId: "run_busy", fetch }),
+      (error) => error instanceof HelixRequestError && error.status === 409 && error.cause === "check_status",
+    );
+    const offline = async () => Promise.reject(new TypeError("Failed to fetch"));
+    await assert.rejects(checkRunStatus({ sessionId: "s1", runId: "run_9", fetch: offline }), (e) => e.status === 0);
+  } finally {
+    delete globalThis.document;
+  }
 });
