@@ -15,6 +15,8 @@
 // partial state), Keep (keep the partial text, no inference), Discard (remove it).
 // Regenerate and Discard replace or remove text, so each asks to be confirmed first; Keep
 // is never a dead end (the other actions stay offered while the server offers them).
+// Check status (offered where the run's provider operation can be asked about) asks the
+// provider: a finished answer then shows complete, else the notice says what it answered.
 
 import { HelixChat, newMessageId, routesFor, textOf } from "./client.js";
 import { gettext, interpolate } from "./i18n.js";
@@ -42,6 +44,20 @@ const CONFIRM_TEXT = () => ({
   regenerate: [gettext("Replace this answer with a new one?"), gettext("Regenerate")],
   discard: [gettext("Remove the partial answer from the conversation?"), gettext("Discard")],
 });
+// What a Check status found (`outcome` of POST .../check_status), when the answer stays partial.
+function statusCheckText(outcome) {
+  const known = {
+    provider_in_progress: gettext("Checked: the model is still writing this answer. Check again in a moment."),
+    cancel_cancelled: gettext("Checked: the model's work on this answer is stopped."),
+    cancel_already_finished: gettext("Checked: the model had already finished; this answer stays stopped."),
+    cancel_failed: gettext("Checked: the model could not confirm that it stopped; it will be asked again."),
+    cancel_unknown: gettext("Checked: the model could not confirm that it stopped; it will be asked again."),
+    status_unavailable: gettext("Checked: the model could not be asked right now. Try again later."),
+    provider_failed: gettext("Checked: the model reports that this answer failed."),
+    changed_meanwhile: gettext("This answer changed meanwhile; the page shows its current state."),
+  };
+  return known[outcome] || interpolate(gettext("Checked: the answer did not finish (%(reason)s)."), { reason: outcome });
+}
 const BUSY_HINT = () => gettext("An answer is still being written in this conversation. Wait for it to finish, or press Stop.");
 
 // The page's own words for the typed errors it explains (by wire code, which stays English).
@@ -243,6 +259,7 @@ export function mountChat(root, options) {
         context.pendingError,
         context.isLast && context.idle,
         context.isLast ? view.recovery : null,
+        context.isLast ? view.statusCheck : null,
         view.status,
         context.isLast ? confirming?.key : null,
       ]);
@@ -386,15 +403,17 @@ export function mountChat(root, options) {
     const recovery = recoveryOf(context.view, helix.runId);
     const kept = recovery?.recoveryAction === "keep_partial";
     const actionable = context.isLast && context.idle;
+    const check = context.view.statusCheck?.runId === helix.runId ? context.view.statusCheck : null;
     return el(
       "div",
       { class: "hx-partial-notice", role: "status", "data-testid": "partial-notice", "data-run-status": helix.status },
       el("div", {}, el("strong", {}, interpolate(kept ? gettext("%(label)s · kept as partial") : gettext("%(label)s · partial answer"), { label })), " ", detail),
+      check && check.outcome !== "completed" ? el("div", { "data-testid": "status-check", "data-outcome": check.outcome }, statusCheckText(check.outcome)) : null,
       actionable ? recoveryActions(message.id, helix.runId, recovery) : null,
     );
   }
 
-  // Regenerate, Continue, Keep, Discard: each shown only when the server says it applies
+  // Regenerate, Continue, Keep, Discard, Check status: each shown only when the server says it applies
   // (until it answered, Regenerate only), each named for what it does.
   function recoveryActions(messageId, runId, recovery) {
     const available = (name) => (recovery ? recovery.actions?.[name]?.available : name === "regenerate");
@@ -409,6 +428,7 @@ export function mountChat(root, options) {
       chip("continue", gettext("Continue"), gettext("A new generation that continues from the partial text"), () => chat.continueRun(runId)),
       chip("keep", gettext("Keep"), gettext("Keep the partial text as it is, without more inference"), () => chat.keep(runId)),
       confirmed("discard", gettext("Discard"), gettext("Remove the partial answer from the conversation"), () => chat.discard(runId), "hx-chip is-danger"),
+      chip("check_status", gettext("Check status"), gettext("Ask the model whether this answer finished meanwhile"), () => chat.checkStatus(runId)),
     );
   }
 
