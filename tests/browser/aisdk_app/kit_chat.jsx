@@ -23,5 +23,6 @@ export function KitChat({ sessionId, snapshot, render }) {
     send: (text) => chat.sendMessage({ text }),
     stop: chat.stop, // cancels the run on the server
     retry: chat.retry, // re-sends the failed message under its request key
+    checkStatus: chat.checkStatus, // asks the provider about an interrupted answer
   });
 }
