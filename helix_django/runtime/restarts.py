@@ -3,9 +3,10 @@
 000, "Resume, continue, regenerate, and reconcile are different":
 
 ``regenerate`` starts a new attempt of the turn from the last safe checkpoint (a rewind,
-announced by one ``data-stream-resync`` with reason ``retry``); the earlier attempt stays
-auditable. Both first cancel a provider operation the ended run may have left generating,
-so no redo runs beside it. ``continue_run`` starts a new run that re-opens the partial answer and asks
+announced by one ``data-stream-resync`` with reason ``retry``, to the user message plus the
+turn's completed side effects, :mod:`.kept_steps`); the earlier attempt stays auditable.
+Both first cancel a provider operation the ended run may have left generating, so no redo
+runs beside it. ``continue_run`` starts a new run that re-opens the partial answer and asks
 the model to go on. Neither re-runs a side effect: persisted tool results are reused,
 calls without a recorded outcome are reported as unknown, never repeated.
 """
@@ -21,6 +22,7 @@ from helix_django.recovery.provider import acancel_operation
 from helix_django.runtime import requests as rq
 from helix_django.runtime.entries import acurrent_run, aget_run, typed
 from helix_django.runtime.handles import Launch, RunHandle
+from helix_django.runtime.kept_steps import akept_steps
 from helix_django.runtime.starts import RunStarts
 from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
 
@@ -39,7 +41,9 @@ async def regenerate(
     """Run the session's latest turn again as a new attempt; the earlier attempt stays auditable.
 
     Rewinds to the turn's user message (a ``truncate`` checkpoint) and writes one
-    ``data-stream-resync`` (reason ``retry``). Raises AlreadyRunningError while a run
+    ``data-stream-resync`` (reason ``retry``); the new response message then opens with the
+    turn's completed side-effecting tool steps (000, "Keep a last-safe context checkpoint":
+    the model sees the calls and their results, none runs again). Raises AlreadyRunningError while a run
     executes (unless ``supersede_live``), RunNotActionableError without a user turn.
     """
     run = await acurrent_run(session.id)
@@ -71,6 +75,7 @@ async def regenerate(
 
     if run is not None:
         await _stop_left_operation(run)
+    kept = await akept_steps(session.id, turn_id)
 
     def resync(result: store.RunStartResult) -> list[dict[str, Any]]:
         data = {
@@ -82,7 +87,7 @@ async def regenerate(
             "runId": result.run.id,
             "truncateCheckpointId": result.truncate_checkpoint.id if result.truncate_checkpoint else None,
         }
-        return [{"type": "data-stream-resync", "data": data}]
+        return [{"type": "data-stream-resync", "data": data}, *kept]
 
     handle = await starts.launch(session, Launch(request, resync), user=user)
     if run is not None:

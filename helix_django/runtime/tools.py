@@ -1,18 +1,25 @@
 """Tools: the ``@tool`` decorator and the durable tool loop (000, "Persist tool execution before model continuation").
 
 A tool declares its name, JSON schema (derived from type hints unless given), effect
-class (``read_only``, ``idempotent``, ``side_effect``), an optional idempotency key, and
-whether it runs in the browser (``client=True``) or needs a person's approval
-(``needs_approval=True``)::
+class (``read_only``, ``idempotent``, ``side_effect``), what identifies its effect
+(``effect_key``), an optional idempotency key, and whether it runs in the browser
+(``client=True``) or needs a person's approval (``needs_approval=True``)::
 
-    @tool(effect="side_effect", idempotency_key=lambda args, ctx: f"issue:{args['title']}")
-    def create_issue(title: str, body: str = "") -> dict:
-        "Create an issue in the tracker."
+    @tool(effect="side_effect", effect_key=("to", "subject"))
+    def send_email(to: str, subject: str, body: str) -> dict:
+        "Send an email."
+
+``effect_key`` is a list of argument names or ``callable(arguments) -> JSON value``; the
+default is every argument. Two calls of one turn (the user message and every attempt
+answering it: regenerates and continues) with the same tool and effect key are one side
+effect, so a model that rewords the body of an email already sent is answered with the
+recorded result (000, "Tool calls make recovery harder").
 
 One call goes: complete call -> parse + validate + authorize -> ToolExecution record
 (``started``) -> execute -> persist result/status -> result back to the model. A side
 effect is never repeated: a call whose idempotency key already has a ``succeeded``
-execution reuses that result; one whose earlier execution is ``started``/``unknown`` is not
+execution reuses that result (its record is ``succeeded`` with ``error_code`` ``replayed``,
+:data:`REPLAYED`); one whose earlier execution is ``started``/``unknown`` is not
 run again (000, "Reconcile before retrying unknown side effects"). A ``read_only`` tool
 may always run again.
 """
@@ -24,9 +31,7 @@ import hashlib
 import inspect
 import json
 import logging
-import types
-import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jsonschema
@@ -36,11 +41,13 @@ from helix_django.conf import import_from_setting
 from helix_django.limits import tool_result_too_large
 from helix_django.models import ToolEffect, ToolExecution, ToolExecutionStatus
 from helix_django.orm import sync_to_async
+from helix_django.runtime.tool_schemas import schema_from_signature
 from helix_django.signals import tool_executed
 
 logger = logging.getLogger(__name__)
 
-_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object"}
+EffectKey = Sequence[str] | Callable[[dict[str, Any]], Any] | None
+"""A tool's ``effect_key``: argument names, or a callable of the arguments, or None (all arguments)."""
 
 
 @dataclasses.dataclass
@@ -69,62 +76,36 @@ class Tool:
     is_client: bool = False
     needs_approval: bool = False
     wants_context: bool = False
+    effect_key: EffectKey = None
+    """What identifies the effect: argument names, ``callable(arguments) -> JSON value``, or None (all arguments)."""
+
+    def effect_of(self, arguments: dict[str, Any]) -> Any:
+        """Return the JSON value identifying this call's effect (:attr:`effect_key`; default: ``arguments``)."""
+        if self.effect_key is None:
+            return arguments
+        if callable(self.effect_key):
+            return self.effect_key(arguments)
+        return {name: arguments.get(name) for name in self.effect_key}
 
     def key_for(self, arguments: dict[str, Any], ctx: ToolContext) -> str:
         """Return the side effect's idempotency identity ('' for a read-only tool without a key).
 
         Default for ``side_effect``/``idempotent``: a hash of the session, the turn, the
-        tool name and the canonical arguments, so every attempt of one turn shares it.
+        tool name and the effect (:meth:`effect_of`), so every attempt of one turn shares
+        it. A declared ``idempotency_key`` is used as it is (at most 200 characters).
         """
         if self.idempotency_key is not None:
             return str(self.idempotency_key(arguments, ctx))[:200]
         if self.effect == ToolEffect.READ_ONLY:
             return ""
-        canonical = json.dumps([ctx.session_id, ctx.turn_message_id, self.name, arguments], sort_keys=True)
+        effect = self.effect_of(arguments)
+        canonical = json.dumps([ctx.session_id, ctx.turn_message_id, self.name, effect], sort_keys=True, default=str)
         return f"{self.name}:{hashlib.sha256(canonical.encode()).hexdigest()[:40]}"
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.fn is None:
             raise TypeError(f"client tool {self.name!r} runs in the browser")
         return self.fn(*args, **kwargs)
-
-
-def _schema_for(annotation: Any) -> dict[str, Any]:
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _schema_for(options[0]) if len(options) == 1 else {"anyOf": [_schema_for(a) for a in options]}
-    if origin is typing.Literal:
-        return {"enum": list(typing.get_args(annotation))}
-    if origin in (list, tuple, set):
-        args = typing.get_args(annotation)
-        return {"type": "array", "items": _schema_for(args[0])} if args else {"type": "array"}
-    if origin is dict:
-        return {"type": "object"}
-    if annotation in _JSON_TYPES:
-        return {"type": _JSON_TYPES[annotation]}
-    if annotation is list:
-        return {"type": "array"}
-    return {}
-
-
-def schema_from_signature(fn: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
-    """Return (JSON schema of ``fn``'s parameters, whether it takes a ``ctx: ToolContext``)."""
-    hints = typing.get_type_hints(fn)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    wants_context = False
-    for name, param in inspect.signature(fn).parameters.items():
-        if name == "ctx" or hints.get(name) is ToolContext:
-            wants_context = True
-            continue
-        properties[name] = _schema_for(hints.get(name, Any))
-        if param.default is inspect.Parameter.empty:
-            required.append(name)
-    schema: dict[str, Any] = {"type": "object", "properties": properties, "additionalProperties": False}
-    if required:
-        schema["required"] = required
-    return schema, wants_context
 
 
 def tool(
@@ -137,17 +118,26 @@ def tool(
     idempotency_key: Callable[[dict[str, Any], ToolContext], str] | None = None,
     authorize: Callable[[dict[str, Any], ToolContext], bool] | None = None,
     needs_approval: bool = False,
+    effect_key: EffectKey = None,
 ) -> Any:
     """Declare a server tool (a sync or async function); usable as ``@tool`` or ``@tool(...)``.
 
-    Raises ValueError for an unknown ``effect``.
+    ``effect_key``: what identifies the effect (module docstring). Raises ValueError for an
+    unknown ``effect``, or an ``effect_key`` naming an argument the schema does not have.
     """
     if effect not in ToolEffect.values:
         raise ValueError(f"unknown tool effect: {effect!r}")
+    if isinstance(effect_key, str):
+        effect_key = (effect_key,)
 
     def wrap(func: Callable[..., Any]) -> Tool:
-        derived, wants_context = schema_from_signature(func)
+        derived, wants_context = schema_from_signature(func, ToolContext)
         doc = (inspect.getdoc(func) or "").strip().splitlines()
+        if effect_key is not None and not callable(effect_key):
+            known = set((schema or derived).get("properties") or {})
+            unknown = [key for key in effect_key if key not in known]
+            if unknown:
+                raise ValueError(f"effect_key names unknown arguments of {func.__name__}: {unknown}")
         return Tool(
             name=name or func.__name__,
             description=description or (doc[0] if doc else func.__name__),
@@ -158,6 +148,7 @@ def tool(
             authorize=authorize,
             needs_approval=needs_approval,
             wants_context=wants_context,
+            effect_key=effect_key,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -279,7 +270,7 @@ async def run_approved(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolConte
         done = next((e for e in prior if e.status == ToolExecutionStatus.SUCCEEDED), None)
         if done is not None:
             await store.asave_tool_execution(
-                ctx.run_id, fields, status=ToolExecutionStatus.SUCCEEDED, result=done.result
+                ctx.run_id, fields, status=ToolExecutionStatus.SUCCEEDED, result=done.result, error_code=REPLAYED
             )
             return ToolOutcome("output", input=arguments, output=done.result)
         unsure = any(e.status in (ToolExecutionStatus.STARTED, ToolExecutionStatus.UNKNOWN) for e in prior)
@@ -316,6 +307,8 @@ async def _announce(tool_obj: Tool, ctx: ToolContext, status: str) -> None:
     )
 
 
+#: ``error_code`` of a ``succeeded`` record answered with an earlier execution's result (the tool did not run).
+REPLAYED = "replayed"
 #: Text sent to the model (and shown) for a call whose result exceeded ``MAX_TOOL_RESULT_BYTES`` (limits.py).
 TOO_LARGE_TEXT = "The tool result is larger than the limit (MAX_TOOL_RESULT_BYTES); it was not kept"
 #: Text sent to the model (and shown) for a call whose earlier execution has no recorded outcome.

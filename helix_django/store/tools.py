@@ -111,13 +111,17 @@ def find_tool_executions(
     return list(rows.order_by("id"))
 
 
-def list_tool_executions(*, run_id: str | None = None, session_id: str | None = None) -> list[ToolExecution]:
-    """Return the executions of a run or of a whole session, oldest first."""
+def list_tool_executions(
+    *, run_id: str | None = None, session_id: str | None = None, turn_message_id: str | None = None
+) -> list[ToolExecution]:
+    """Return the executions of a run, of a whole session or of one turn (every run answering it), oldest first."""
     rows = ToolExecution.objects.all()
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
     if session_id is not None:
         rows = rows.filter(run__session_id=session_id)
+    if turn_message_id is not None:
+        rows = rows.filter(run__turn_message_id=turn_message_id)
     return list(rows.order_by("id"))
 
 
