@@ -2,11 +2,12 @@
 
 000, "Keep a last-safe context checkpoint" and "Tool calls make recovery harder": a
 Regenerate never starts from before a completed side effect. Its new response message
-opens with the tool steps of the turn (the user message and every run answering it) whose
-side-effecting or idempotent calls succeeded: each step's calls and their recorded results,
-so the model is told what was already done, the reader sees it, and a reworded call of the
-same effect is answered from the record (:mod:`helix_django.runtime.tools`). Read-only
-calls are not kept: they may always run again.
+opens with the tool steps of the turn (the user message and every run answering it since
+it was last sent or edited, ``store.turn_run_ids``) whose side-effecting or idempotent
+calls succeeded: each step's calls and their recorded results, so the model is told what
+was already done, the reader sees it, and a reworded call of the same effect is answered
+from the record (:mod:`helix_django.runtime.tools`). Read-only calls are not kept: they
+may always run again.
 """
 
 from __future__ import annotations
@@ -64,5 +65,5 @@ def kept_step_chunks(executions: list[ToolExecution]) -> list[dict[str, Any]]:
 
 async def akept_steps(session_id: str, turn_message_id: str) -> list[dict[str, Any]]:
     """Return the chunks that open a new attempt of the turn with its completed side effects (module docstring)."""
-    executions = await store.alist_tool_executions(session_id=session_id, turn_message_id=turn_message_id)
+    executions = await store.alist_turn_tool_executions(session_id, turn_message_id)
     return kept_step_chunks(completed_effects(executions))

@@ -242,6 +242,9 @@ async def execute_call(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolConte
         )
         return ToolOutcome("pending_client", input=arguments)
     key = tool_obj.key_for(arguments, ctx)
+    replay = await _replay(tool_obj, arguments, ctx, key)
+    if replay is not None:
+        return replay  # a completed effect is not asked about again either
     if tool_obj.needs_approval:
         await store.asave_tool_execution(
             ctx.run_id, _record(tool_obj, arguments, ctx, key), status=ToolExecutionStatus.AWAITING_APPROVAL
@@ -262,21 +265,42 @@ def _record(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolContext, key: st
     }
 
 
+async def _replay(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolContext, key: str) -> ToolOutcome | None:
+    """Answer a call whose effect already has an execution from the record; None when it may run.
+
+    A ``succeeded`` execution with ``key`` answers with its result (the call's record is
+    ``succeeded``, ``error_code`` :data:`REPLAYED`). With the default key (the turn's) only
+    the runs of the turn's current version count (``store.turn_run_ids``: an edit asks
+    anew); a declared ``idempotency_key`` counts over the session. A ``side_effect`` key
+    with a ``started``/``unknown`` execution answers "outcome unknown" (000, "Reconcile
+    before retrying unknown side effects").
+    """
+    if not key or tool_obj.effect == ToolEffect.READ_ONLY:
+        return None
+    prior = await store.afind_tool_executions(ctx.session_id, key, exclude_call=(ctx.run_id, ctx.tool_call_id))
+    fields = _record(tool_obj, arguments, ctx, key)
+    done = [e for e in prior if e.status == ToolExecutionStatus.SUCCEEDED]
+    if done and tool_obj.idempotency_key is None:
+        turn = await store.aturn_run_ids(ctx.session_id, ctx.turn_message_id)
+        done = [e for e in done if e.run_id in turn]
+    if done:
+        await store.asave_tool_execution(
+            ctx.run_id, fields, status=ToolExecutionStatus.SUCCEEDED, result=done[0].result, error_code=REPLAYED
+        )
+        return ToolOutcome("output", input=arguments, output=done[0].result)
+    unsure = any(e.status in (ToolExecutionStatus.STARTED, ToolExecutionStatus.UNKNOWN) for e in prior)
+    if unsure and tool_obj.effect == ToolEffect.SIDE_EFFECT:
+        await store.asave_tool_execution(ctx.run_id, fields, status=ToolExecutionStatus.UNKNOWN)
+        return ToolOutcome("error", input=arguments, error_text=UNKNOWN_OUTCOME_TEXT)
+    return None
+
+
 async def run_approved(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolContext, key: str) -> ToolOutcome:
     """Execute a call that may run now (no approval needed, or approved), never repeating a side effect."""
     fields = _record(tool_obj, arguments, ctx, key)
-    if key and tool_obj.effect != ToolEffect.READ_ONLY:
-        prior = await store.afind_tool_executions(ctx.session_id, key, exclude_call=(ctx.run_id, ctx.tool_call_id))
-        done = next((e for e in prior if e.status == ToolExecutionStatus.SUCCEEDED), None)
-        if done is not None:
-            await store.asave_tool_execution(
-                ctx.run_id, fields, status=ToolExecutionStatus.SUCCEEDED, result=done.result, error_code=REPLAYED
-            )
-            return ToolOutcome("output", input=arguments, output=done.result)
-        unsure = any(e.status in (ToolExecutionStatus.STARTED, ToolExecutionStatus.UNKNOWN) for e in prior)
-        if unsure and tool_obj.effect == ToolEffect.SIDE_EFFECT:
-            await store.asave_tool_execution(ctx.run_id, fields, status=ToolExecutionStatus.UNKNOWN)
-            return ToolOutcome("error", input=arguments, error_text=UNKNOWN_OUTCOME_TEXT)
+    replay = await _replay(tool_obj, arguments, ctx, key)
+    if replay is not None:
+        return replay
     await store.asave_tool_execution(ctx.run_id, fields, status=ToolExecutionStatus.STARTED)
     try:
         result = _jsonable(await _invoke(tool_obj, arguments, ctx))

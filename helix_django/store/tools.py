@@ -111,17 +111,35 @@ def find_tool_executions(
     return list(rows.order_by("id"))
 
 
-def list_tool_executions(
-    *, run_id: str | None = None, session_id: str | None = None, turn_message_id: str | None = None
-) -> list[ToolExecution]:
-    """Return the executions of a run, of a whole session or of one turn (every run answering it), oldest first."""
+def turn_run_ids(session_id: str, turn_message_id: str) -> set[str]:
+    """Return the ids of the runs answering the current version of a turn.
+
+    The turn is the user message ``turn_message_id`` and every run answering it: its latest
+    ``send`` run and the runs after it (regenerates, continues, tool results). An edit sends
+    the turn again under the same message id: the runs before it answered another text.
+    """
+    runs = Run.objects.filter(session_id=session_id, turn_message_id=turn_message_id)
+    ids: list[str] = []
+    for run_id, kind in runs.order_by("created_at", "id").values_list("id", "kind"):
+        if kind == "send":
+            ids = []
+        ids.append(run_id)
+    return set(ids)
+
+
+def list_turn_tool_executions(session_id: str, turn_message_id: str) -> list[ToolExecution]:
+    """Return the executions of the current version of a turn (:func:`turn_run_ids`), oldest first."""
+    runs = turn_run_ids(session_id, turn_message_id)
+    return list(ToolExecution.objects.filter(run_id__in=runs).order_by("id"))
+
+
+def list_tool_executions(*, run_id: str | None = None, session_id: str | None = None) -> list[ToolExecution]:
+    """Return the executions of a run or of a whole session, oldest first."""
     rows = ToolExecution.objects.all()
     if run_id is not None:
         rows = rows.filter(run_id=run_id)
     if session_id is not None:
         rows = rows.filter(run__session_id=session_id)
-    if turn_message_id is not None:
-        rows = rows.filter(run__turn_message_id=turn_message_id)
     return list(rows.order_by("id"))
 
 
@@ -170,5 +188,7 @@ afinish_tool_execution = sync_to_async(finish_tool_execution)
 aanswer_tool_execution = sync_to_async(answer_tool_execution)
 afind_tool_executions = sync_to_async(find_tool_executions)
 alist_tool_executions = sync_to_async(list_tool_executions)
+alist_turn_tool_executions = sync_to_async(list_turn_tool_executions)
+aturn_run_ids = sync_to_async(turn_run_ids)
 amark_started_tool_executions_unknown = sync_to_async(mark_started_tool_executions_unknown)
 asettle_superseded_tool_executions = sync_to_async(settle_superseded_tool_executions)

@@ -173,3 +173,16 @@ async def test_a_regenerate_after_a_replay_keeps_one_step_per_sent_email(outbox,
     assert len(effects.sent()) == 1
     messages = [r for r in effects.RewordingProvider.requests if r.run_id == latest.pk][0].messages
     assert sum(1 for m in messages if m.get("role") == "tool") == 1
+
+
+async def test_an_edit_of_the_turn_asks_anew(outbox, owner):
+    """An edit sends another text under the same message id: a new turn, whose email is its own."""
+    _user, header = owner
+    first, turn = await first_attempt(header)
+    edited = {**turn, "parts": [{"type": "text", "text": "Email Ada invoice 7, and mention the discount"}]}
+    body = {"id": first.session_id, "messages": [edited], "trigger": "submit-message", "messageId": turn["id"]}
+    status, _body = await http("POST", f"{PREFIX}/sessions/{first.session_id}/chat", header, body)
+    assert status == 200
+    new = await Run.objects.filter(session_id=first.session_id).exclude(pk=first.pk).alatest("created_at")
+    await get_executor().wait(new.pk, 10)
+    assert [m["body"] for m in effects.sent()] == [f"Sent by {first.pk}", f"Sent by {new.pk}"]
