@@ -194,8 +194,7 @@ HELIX = {
 # --- auth, static, misc -----------------------------------------------------------------
 
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "chat:index"
-LOGOUT_REDIRECT_URL = "login"
+LOGIN_REDIRECT_URL = "helix_chat:index"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

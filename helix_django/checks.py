@@ -130,7 +130,7 @@ def check_scripted_provider(app_configs: Any = None, **kwargs: Any) -> list[Chec
             f"DEBUG is off and agent(s) {names} answer with the scripted provider, a fake model.",
             hint="Configure a real model in HELIX['AGENTS'], e.g. {'default': {'PROVIDER': {'BACKEND': "
             "'helix_django.runtime.providers.openai.OpenAIProvider'}, 'MODEL': 'gpt-4o-mini'}} with "
-            "OPENAI_API_KEY set (README, \"Install into an existing project\").",
+            'OPENAI_API_KEY set (README, "Install into an existing project").',
             id="helix_django.W007",
         )
     ]

@@ -4,7 +4,7 @@ from django.apps import AppConfig
 
 
 class ChatConfig(AppConfig):
-    """Example chat page (no models)."""
+    """The demo-user command (no models; the chat page is helix_django.chat_urls)."""
 
     name = "example_project.chat"
     label = "example_chat"
