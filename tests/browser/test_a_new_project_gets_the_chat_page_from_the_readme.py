@@ -6,13 +6,17 @@ The project gets README's install snippets as they are (settings at the end of
 ``OPENAI_BASE_URL``/``OPENAI_MODEL``/``OPENAI_API_KEY``) pointed at helix_django.testing's
 FakeOpenAI through the real ``openai`` SDK. In Chromium: the signed-out visitor is sent to
 the page's own sign-in form, signs in, sends, gets the answer, reloads and sees it once;
-a second answer is reloaded while it streams and stopped with Stop.
+a second answer is reloaded while it streams and stopped with Stop. Then README's two curl
+commands, run as printed (the user's name, password and port put in), answer: the chat's
+SSE events to ``[DONE]``, and a snapshot with both messages.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -76,6 +80,13 @@ def wait_for_port(port: int, process: subprocess.Popen, seconds: float = 60) -> 
     raise AssertionError("daphne never listened")
 
 
+def readme_curls(port: int) -> list[list[str]]:
+    """README's curl commands as argument lists, for user alice on ``port``."""
+    (block,) = [b for b in re.findall(r"^```sh\n(.*?)^```$", README, flags=re.S | re.M) if "curl -N" in b]
+    block = block.replace("alice:her-password", f"alice:{PASSWORD}").replace("127.0.0.1:8000", f"127.0.0.1:{port}")
+    return [shlex.split(command, comments=True) for command in block.replace("\\\n", " ").splitlines()]
+
+
 def run_statuses(database: Path) -> list[str]:
     with sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=20) as db:
         return [row[0] for row in db.execute("SELECT status FROM helix_django_run ORDER BY created_at")]
@@ -87,7 +98,11 @@ def test_a_startproject_site_signs_in_sends_reloads_and_stops_on_its_chat_page(t
     build_project(root)
     gate = threading.Event()
     with FakeOpenAI() as model:
-        model.replies += [Reply(text=ANSWER), Reply(text="An answer that waits for its gate.", gate=gate)]
+        model.replies += [
+            Reply(text=ANSWER),
+            Reply(text="An answer that waits for its gate.", gate=gate),
+            Reply(text="Hello, curl."),
+        ]
         env = project_env(model)
         manage = [sys.executable, "manage.py"]
         subprocess.run([*manage, "migrate", "--noinput"], cwd=root, env=env, check=True, capture_output=True)
@@ -138,8 +153,16 @@ def test_a_startproject_site_signs_in_sends_reloads_and_stops_on_its_chat_page(t
             wait_until_idle(page)
             assert page.locator("[data-hx=stop]").is_hidden()
             assert run_statuses(root / "db.sqlite3") == ["completed", "cancelled"]
-            assert [r["body"]["model"] for r in model.requests] == ["gpt-test", "gpt-test"]
             context.close()
+
+            assert shutil.which("curl"), "curl is required"
+            chat, snapshot = (subprocess.run(c, capture_output=True, text=True, timeout=60) for c in readme_curls(port))
+            assert (
+                chat.returncode == 0 and "text-delta" in chat.stdout and chat.stdout.rstrip().endswith("data: [DONE]")
+            )
+            assert snapshot.returncode == 0 and '"status":"ended"' in snapshot.stdout.replace(" ", "")
+            assert "Hello, curl." in snapshot.stdout
+            assert [r["body"]["model"] for r in model.requests] == ["gpt-test"] * 3
         finally:
             gate.set()
             server.terminate()
