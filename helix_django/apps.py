@@ -1,5 +1,7 @@
 """App configuration."""
 
+from typing import Any
+
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
 
@@ -20,3 +22,12 @@ class HelixConfig(AppConfig):
         connect()  # telemetry and continuation invalidation receivers; no queries here
         purge.connect()  # a deleted session's stream chunks are purged
         metrics.connect_signals()  # counters fed only while HELIX["METRICS"] is on
+
+    def run_executor(self) -> Any:
+        """Return the runtime's executor (``get_executor()``), for the floors below it that must not import it.
+
+        :class:`~helix_django.recovery.startup.RecoveryOnStartup` re-attaches runs with it.
+        """
+        from helix_django.runtime.executor import get_executor  # the top floor reaches down, after app loading
+
+        return get_executor()

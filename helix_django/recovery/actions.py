@@ -94,13 +94,14 @@ def _needs(executor: RunStarter | None, action: str) -> RunStarter:
     return executor
 
 
-async def _check_status(run: Run) -> tuple[str, str]:
+async def _check_status(run: Run, executor: Any = None) -> tuple[str, str]:
     if run.status == RunStatus.CANCELLED:
         # It stays cancelled: only the provider's word on its operation is asked again.
         answer = await arecheck_cancel(run)
         return (f"cancel_{answer}" if answer else "changed_meanwhile"), ""
     if run.status in SCANNED_STATUSES:
-        decision = await arecover_run(run.id, force=True)
+        # A live run's operation still running goes on as the same run with the caller's executor.
+        decision = await arecover_run(run.id, force=True, executor=executor)
         return decision.outcome, ""
     if not await store.atransition_run(
         run.id, frozenset({run.status}), RunStatus.RECOVERING, lease_owner=SCAN_OWNER(), lease_seconds=60
@@ -158,7 +159,8 @@ async def aperform(
     """Perform recovery ``action`` (one of :data:`~helix_django.recovery.inventory.ACTIONS`) on a run.
 
     ``executor``: what starts and cancels runs (the runtime's ``get_executor()``); Cancel,
-    Regenerate and Continue raise TypeError without it. ``wait_seconds``: for
+    Regenerate and Continue raise TypeError without it. Check status of a live run whose
+    operation still runs re-attaches it with it (outcome ``reattached``), follows it without. ``wait_seconds``: for
     Regenerate/Continue from a sync caller (whose event loop ends when the call returns),
     wait up to that long for the new run to end; the outcome is then ``started:<status>``.
     A run still going after the wait is left to its lease and the scan.
@@ -175,7 +177,7 @@ async def aperform(
     telemetry.emit("recovery.action", **telemetry.run_fields(run), action=action, actor_id=actor_id)
     new_run_id = ""
     if action == inv.CHECK_STATUS:
-        outcome, _ = await _check_status(run)
+        outcome, _ = await _check_status(run, executor)
     elif action == inv.MARK_INTERRUPTED:
         outcome = (await arecover_run(run.id, force=True, query_provider=False)).outcome
     elif action == inv.CANCEL:

@@ -9,8 +9,11 @@ this host no longer exists: :mod:`helix_django.processes`):
 2. is there a provider operation id? 3. which tool executions are persisted? (started
    without a result -> ``unknown``, never re-run);
 4. query the provider's durable state where it can be queried (bounded retries) ->
-   ``completed`` from the provider's output; still running -> ``recovering``, followed
-   until it ends (:mod:`helix_django.recovery.follow`), then completed from its output;
+   ``completed`` from the provider's output; still running (or completed asking for tools)
+   with an executor that can go on with it -> ``reattached``: the same run goes on in this
+   process from the operation's position (:mod:`helix_django.recovery.handover`); still
+   running otherwise -> ``recovering``, followed until it ends
+   (:mod:`helix_django.recovery.follow`), then completed from its output;
 5. otherwise mark the run ``interrupted``, partial output kept, its stream failed with a
    typed, retryable ``run_interrupted`` error;
 6. the fitting actions are then offered by :func:`~helix_django.recovery.inventory.available_actions`.
@@ -40,6 +43,7 @@ from helix_django.orm import sync_to_async
 from helix_django.processes import is_certainly_gone, lease_owner_id
 from helix_django.recovery.cancels import arevisit_unclear_cancels
 from helix_django.recovery.follow import afollow_operation
+from helix_django.recovery.handover import Reattacher, ahand_over, reattach_reason
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
 from helix_django.recovery.provider import acancel_operation, aquery_operation
@@ -65,7 +69,8 @@ class RunDecision:
     run_id: str
     previous_status: str
     outcome: str
-    """``interrupted``, ``completed``, ``cancelled``, ``skipped`` (changed meanwhile) or ``would_recover`` (dry run)."""
+    """``interrupted``, ``completed``, ``reattached``, ``recovering``, ``cancelled``, ``skipped`` (changed
+    meanwhile) or ``would_recover`` (dry run)."""
     reason: str = ""
     """Why: ``process_lost``, ``exited_normally``, ``provider_completed``, ``provider_in_progress``,
     ``provider_failed``, ``operation_unknown``, ``status_unavailable``, ``cancel_requested``..."""
@@ -122,6 +127,7 @@ async def arecover_run(
     query_provider: bool = True,
     cause: str = "process_lost",
     followers: list[asyncio.Task[str]] | None = None,
+    executor: Reattacher | None = None,
 ) -> RunDecision:
     """Inspect one run and end it as the six steps say (module docstring); return the decision.
 
@@ -132,7 +138,10 @@ async def arecover_run(
     provider operation is cancelled (:func:`~helix_django.recovery.provider.acancel_operation`).
     With ``followers`` (the scan's list), a run whose operation is still running goes to
     ``recovering`` (outcome ``recovering``) and a task following it is appended
-    (:mod:`helix_django.recovery.follow`); without, it is ended ``interrupted``.
+    (:mod:`helix_django.recovery.follow`); without, it is ended ``interrupted``. With
+    ``executor`` (the runtime's), a run whose operation still runs, or completed asking
+    for tools, goes on as the same run there first (outcome ``reattached``, reason
+    ``provider_in_progress`` or ``provider_requested_tools``).
     Raises RunNotFoundError for an unknown run; StreamConnectionError when chunks cannot be read.
     """
     run = await Run.objects.filter(pk=run_id).afirst()
@@ -159,7 +168,9 @@ async def arecover_run(
     partial = await arebuild_partial(run)  # after the fence: what the writer wrote before it decides
     decision.partial_chars, decision.stage = partial.text_chars, _stage(run, partial.text_chars > 0)
     try:
-        await _decide(run, partial, decision, query_provider=query_provider, cause=cause, followers=followers)
+        await _decide(
+            run, partial, decision, query_provider=query_provider, cause=cause, followers=followers, executor=executor
+        )
         if decision.outcome == "interrupted" and not query_provider:
             await acancel_operation(run)  # given up without the provider's word: nothing generates unseen
     except RunSupersededError:
@@ -233,7 +244,7 @@ async def _start_following(run: Run, followers: list[asyncio.Task[str]]) -> bool
     owner = SCAN_OWNER()
     moved = await store.atransition_run(
         run.id,
-        frozenset({run.status}),
+        frozenset({run.status, RunStatus.RECOVERING}),
         RunStatus.RECOVERING,
         lease_owner=owner,
         lease_seconds=helix_settings.LEASE_SECONDS,
@@ -244,7 +255,14 @@ async def _start_following(run: Run, followers: list[asyncio.Task[str]]) -> bool
 
 
 async def _decide(
-    run: Run, partial, decision: RunDecision, *, query_provider: bool, cause: str, followers: list | None = None
+    run: Run,
+    partial,
+    decision: RunDecision,
+    *,
+    query_provider: bool,
+    cause: str,
+    followers: list | None = None,
+    executor: Reattacher | None = None,
 ) -> None:
     # 0. a person asked to cancel before the process died: it stays cancelled.
     if run.cancel_requested_at is not None or partial.end_status == "cancelled":
@@ -271,6 +289,10 @@ async def _decide(
             await acomplete_from_provider(run, result)
             decision.outcome, decision.reason = "completed", "provider_completed"
             return
+        reason = reattach_reason(result) if executor is not None else ""
+        if reason and executor is not None and await ahand_over(run, executor, SCAN_OWNER()):
+            decision.outcome, decision.reason = "reattached", reason  # it goes on here, as the same run
+            return
         if result is not None and result.status == "in_progress" and followers is not None:
             if await _start_following(run, followers):
                 decision.outcome, decision.reason = "recovering", "provider_in_progress"
@@ -288,8 +310,17 @@ async def _decide(
     decision.outcome, decision.reason = "interrupted", cause
 
 
-async def arecover(*, dry_run: bool = False, limit: int | None = None, now: datetime | None = None) -> ScanReport:
+async def arecover(
+    *,
+    dry_run: bool = False,
+    limit: int | None = None,
+    now: datetime | None = None,
+    executor: Reattacher | None = None,
+) -> ScanReport:
     """Run the relaunch scan over every expired in-flight run (module docstring); return the report.
+
+    ``executor``: the runtime's, which goes on with runs whose durable operation still runs
+    (``reattached``); without one they are followed (``recovering``).
 
     Runs whose provider operation is still running are followed until it ends (at most
     ``OPERATION_WAIT_SECONDS``) before the scan returns: their decision says ``recovering``.
@@ -304,7 +335,8 @@ async def arecover(*, dry_run: bool = False, limit: int | None = None, now: date
     followers: list[asyncio.Task[str]] = []
     for run_id in await sync_to_async(expired_run_ids)(now, limit):
         try:
-            report.decisions.append(await arecover_run(run_id, dry_run=dry_run, followers=followers))
+            decision = await arecover_run(run_id, dry_run=dry_run, followers=followers, executor=executor)
+            report.decisions.append(decision)
         except Exception as exc:  # noqa: BLE001 - one bad run must not stop the scan
             report.decisions.append(RunDecision(run_id, "", "skipped", f"error:{as_helix_error(exc).code}"))
     if followers:  # the operations still running, followed together until each ends (bounded)

@@ -14,6 +14,14 @@ lifespan events, which is why the first connection is the fallback trigger.
 
 Importable before ``django.setup()`` (an ``asgi.py`` may import it first): the scan, which
 needs the models, is imported when the first call starts it.
+
+The scan re-attaches runs whose durable provider operation outlived their process
+(:mod:`helix_django.recovery.handover`): that needs the runtime's executor, and recovery
+sits below the runtime and never imports it. The executor therefore comes from above:
+``executor=`` (an executor, or a callable returning one, called when the first scan
+starts), else the app config at the top floor
+(:meth:`helix_django.apps.HelixConfig.run_executor`), so every site wrapping its
+application gets re-attach without wiring it.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+
+from django.apps import apps
 
 from helix_django.conf import helix_settings
 from helix_django.deadlines import cancel_requested, ends_when_cancelled
@@ -31,9 +41,11 @@ logger = logging.getLogger(__name__)
 class RecoveryOnStartup:
     """ASGI middleware that schedules the periodic relaunch scan on the first call of the process."""
 
-    def __init__(self, app: Any, *, interval_seconds: float | None = None) -> None:
+    def __init__(self, app: Any, *, interval_seconds: float | None = None, executor: Any = None) -> None:
         self.app = app
         self.interval_seconds = interval_seconds
+        self.executor = executor
+        """What re-attaches runs (module docstring): an executor, a callable returning one, or None (the app's)."""
         self.task: asyncio.Task | None = None
         """The background scan task (None until the first ASGI call)."""
         self.scans = 0
@@ -63,9 +75,12 @@ class RecoveryOnStartup:
         # the scan imports the models.
         from helix_django.recovery.scan import arecover
 
+        executor = self.executor or getattr(apps.get_app_config("helix_django"), "run_executor", None)
+        if callable(executor) and not hasattr(executor, "reattach"):
+            executor = executor()
         while True:
             try:
-                report = await arecover()
+                report = await arecover(executor=executor)
                 self.scans += 1
                 if report.decisions:
                     logger.info("helix relaunch scan: %s", report.counts)

@@ -3,6 +3,11 @@
 A worker host runs the scan periodically with ``manage.py helix_recover --every SECONDS``
 (next to ``db_worker``), or any process enqueues :data:`relaunch_scan` (for example from a
 scheduler) and a worker runs it. Both run the same bounded scan: nothing is restarted.
+
+The task has no executor (recovery never imports the runtime, and a worker's runs execute
+on task workers, not in the scan's loop): a run whose durable operation still runs is
+followed to its end (``recovering``), not re-attached; ``helix_recover`` and
+:class:`~helix_django.recovery.startup.RecoveryOnStartup` re-attach.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from helix_django.runtime.agents import Agent
 from helix_django.runtime.context import CONTINUE_INSTRUCTION, to_provider_messages
 from helix_django.runtime.endings import EndingsMixin
 from helix_django.runtime.requests import abegin_streaming
-from helix_django.runtime.steps import AttemptStreamer, StepResult
+from helix_django.runtime.steps import AttemptStreamer, Resumption, StepResult
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
 from helix_django.streams.writer import StreamWriter
 
@@ -90,6 +90,8 @@ class RunLoop(EndingsMixin):
         """The asyncio task running :meth:`run_forever` (set by the executor; it may wrap the call)."""
         self.budget: ResponseBudget | None = None
         """Bounds the response message by ``MAX_MESSAGE_BYTES`` once the run executes (not its opening)."""
+        self.resumption: Resumption | None = None
+        """The attempt its first step goes on with (a run re-attached here: :mod:`.reattach`)."""
 
     # --- chunks --------------------------------------------------------------------------
 
@@ -224,8 +226,9 @@ class RunLoop(EndingsMixin):
         number = 0
         while True:
             number += 1
-            before = copy.deepcopy(self.acc)
-            previous_attempt, self.attempt_id = self.attempt_id, new_id("att")
+            resumed, self.resumption = self.resumption, None
+            before = copy.deepcopy(self.acc) if resumed is None else resumed.before
+            previous_attempt, self.attempt_id = self.attempt_id, resumed.attempt_id if resumed else new_id("att")
             if number > 1:
                 self.acc = before
                 self.emit(
@@ -242,10 +245,11 @@ class RunLoop(EndingsMixin):
                     }
                 )
                 before = copy.deepcopy(self.acc)
-            self.emit({"type": "start-step"}, content=True)
+            if resumed is None:  # a re-attached attempt's start-step is stored already
+                self.emit({"type": "start-step"}, content=True)
             self.stage = "streaming"
             try:
-                result = await AttemptStreamer(self, number).stream()
+                result = await AttemptStreamer(self, number, resumed).stream()
                 for name, count in result.usage.items():
                     self.usage[name] = self.usage.get(name, 0) + int(count)
                 break

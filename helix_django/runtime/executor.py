@@ -28,6 +28,7 @@ from helix_django.runtime.launchers import load_launcher
 from helix_django.runtime.launchers.base import BaseLauncher
 from helix_django.runtime.launchers.local import LocalLauncher
 from helix_django.runtime.local_runs import LocalRuns
+from helix_django.runtime.reattach import areattach
 from helix_django.runtime.sends import StartedSend
 from helix_django.runtime.starts import RunStarts
 
@@ -105,6 +106,17 @@ class Executor:
         return await tool_results.submit_tool_results(
             self.starts, session=session, run_id=run_id, results=results, user=user
         )
+
+    async def reattach(self, run_id: str) -> bool:
+        """Go on here with a ``recovering`` run whose durable operation outlived its process (:mod:`.reattach`).
+
+        True once the run executes here as the same run; False when it cannot (a launcher
+        that executes runs elsewhere, a provider without ``stream_from`` or ``retrieve``, an
+        attempt past its stream): the caller keeps following it. Raises StreamConnectionError.
+        """
+        if not isinstance(self.launcher, LocalLauncher):
+            return False
+        return await self.runner.call(areattach(self.runs, self.owner, run_id))
 
     async def wait(self, run_id: str, timeout: float | None = None) -> str | None:
         """Wait until a run executing here ends or suspends; return its final status (None if not local)."""

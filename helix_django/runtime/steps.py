@@ -7,6 +7,13 @@ run has an operation id, the attempt asks the provider what happened, using only
 capabilities it declares: ``stream_from`` (replay after the last position), then
 ``retrieve`` (poll the final state). Without either, the drop is a retryable
 ProviderError with cause ``stream_dropped`` (the run is then interrupted).
+
+An attempt re-attached after its process was gone (:class:`Resumption`,
+:mod:`helix_django.runtime.reattach`) goes straight to that recovery: ``stream_from(op, 0)``
+replays the operation from its start and the characters of text and reasoning the
+attempt's stream already holds are skipped, per kind (an operation's events are fixed once
+generated, so the skip is exact whatever the chunk boundaries); tool calls dedupe by id.
+Without a usable replay, ``retrieve`` gives the rest after the streamed prefix.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any, Protocol
 from helix_django import store
 from helix_django.deadlines import idle_deadline
 from helix_django.errors import ProviderError
+from helix_django.protocol import MessageAccumulator
 from helix_django.runtime.agents import Agent
 from helix_django.runtime.providers.base import (
     Finish,
@@ -44,6 +52,24 @@ class StepResult:
     usage: dict[str, int] = dataclasses.field(default_factory=dict)
     is_suspended: bool = False
     """Some tool call waits for the browser or for an approval."""
+
+
+@dataclasses.dataclass
+class Resumption:
+    """An attempt of a run whose process was gone, re-attached to its durable operation here."""
+
+    attempt_id: str
+    step: int
+    operation_id: str
+    before: MessageAccumulator
+    """The response message without this attempt's chunks (a retry of the step starts from it)."""
+    text: str = ""
+    """The attempt's text its stream holds (the replay skips as many characters)."""
+    reasoning: str = ""
+    open_parts: dict[str, str] = dataclasses.field(default_factory=dict)
+    """``{"text"|"reasoning": part id}`` of the attempt's parts left open (their deltas continue them)."""
+    part_count: int = 0
+    """Parts the attempt started (the next one is ``{attempt_id}-{part_count + 1}``)."""
 
 
 class LoopRounds:
@@ -88,7 +114,7 @@ class AttemptHost(Protocol):
 class AttemptStreamer:
     """Streams one attempt of the loop's current step into the loop's writer."""
 
-    def __init__(self, loop: AttemptHost, number: int) -> None:
+    def __init__(self, loop: AttemptHost, number: int, resumed: Resumption | None = None) -> None:
         self.loop = loop
         self.number = number
         self.provider = loop.agent.provider
@@ -100,9 +126,21 @@ class AttemptStreamer:
         self.calls: list[ToolCall] = []
         self._open: dict[str, str] = {}
         self._parts = 0
+        self._skip = {"text": 0, "reasoning": 0}
+        """Characters per kind a replay from the operation's start skips (the stream holds them)."""
+        self.resumed = resumed
+        if resumed is not None:
+            self.operation_id = resumed.operation_id
+            self.texts, self.reasonings = [resumed.text], [resumed.reasoning]
+            self._open, self._parts = dict(resumed.open_parts), resumed.part_count
+            self._skip = {"text": len(resumed.text), "reasoning": len(resumed.reasoning)}
 
     async def stream(self) -> StepResult:
         """Run the attempt; raise ProviderError on failure (``stream_dropped`` for an unrecoverable cut)."""
+        if self.resumed is not None:  # re-attached: the rest of the operation (module docstring)
+            ended = await self._recover()
+            self._close_all()
+            return StepResult(ended.reason, self.calls, dict(ended.usage))
         loop = self.loop
         request = ProviderRequest(
             model=loop.agent.model,
@@ -208,10 +246,23 @@ class AttemptStreamer:
         finish: Finish | None = None
         try:
             async for event in self.provider.stream_from(self.operation_id, self.position):
-                finish = await self._apply(event) or finish
+                unseen = self._unseen(event)
+                if unseen is not None:
+                    finish = await self._apply(unseen) or finish
         except ProviderError:
             return None
         return finish
+
+    def _unseen(self, event: ProviderEvent) -> ProviderEvent | None:
+        """Return what of a replayed ``event`` the stream does not hold yet (None: all of it is there)."""
+        kind = "text" if isinstance(event, TextDelta) else "reasoning" if isinstance(event, ReasoningDelta) else ""
+        if not kind or not self._skip[kind]:
+            return event
+        assert isinstance(event, TextDelta | ReasoningDelta)
+        seen = min(self._skip[kind], len(event.text))
+        self._skip[kind] -= seen
+        rest = event.text[seen:]
+        return type(event)(rest) if rest else None
 
     async def _poll_result(self) -> Finish:
         loop = asyncio.get_running_loop()

@@ -119,6 +119,37 @@ class LiveChat:
                 return response
             return [json.loads(e.data) for e in EventSource(response).iter_sse() if e.data and e.data != "[DONE]"]
 
+    def resume_through(self, cursor: int, *, seconds: float = 40.0) -> list[tuple[float, int, dict[str, Any]]]:
+        """Resume from ``cursor`` as a client would through a restart, until ``finish``, a final error or a resync.
+
+        A refused or dropped resume (server down, ``run_recovering``, a retryable drop) is
+        tried again from the last sequence received. Returns ``(monotonic arrival, sequence,
+        chunk)`` of every chunk received (error chunks of retryable drops left out).
+        """
+        got: list[tuple[float, int, dict[str, Any]]] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            headers = {**self.headers, "X-Resume-From-Sequence": str(got[-1][1] if got else cursor)}
+            try:
+                with httpx.Client(timeout=30) as client, client.stream("GET", self.url, headers=headers) as response:
+                    if "text/event-stream" in response.headers.get("content-type", ""):
+                        for sse in EventSource(response).iter_sse():
+                            if not sse.data or sse.data == "[DONE]":
+                                continue
+                            chunk = json.loads(sse.data)
+                            if chunk.get("type") == "error" and json.loads(chunk.get("errorText") or "{}").get(
+                                "retryable"
+                            ):
+                                break
+                            if sse.id:
+                                got.append((time.monotonic(), int(sse.id), chunk))
+                            if chunk.get("type") in ("finish", "error", "data-stream-resync"):
+                                return got
+            except httpx.TransportError:
+                pass  # the server is not up yet, or went away: come back
+            time.sleep(0.2)
+        raise AssertionError(f"the run never ended on the wire ({len(got)} chunks received)")
+
     def _read(self, method: str, *, until: Callable[[LiveChat], bool], timeout: float, **kwargs: Any) -> bool:
         try:
             with (

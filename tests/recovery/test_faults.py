@@ -280,8 +280,8 @@ def test_provider_operation_still_running_after_the_process_died_completes_the_r
     run.refresh_from_db()
     assert run.provider_operation_id.startswith("scrop_")
     settings.HELIX = agent(DURABLE)
-    # The operation is still running: the scan follows it (the run is recovering) until it completes.
-    assert "recovering (provider_in_progress)" in recover()
+    # The operation is still running: the scan re-attaches the run here; the command returns once it completed.
+    assert "reattached (provider_in_progress)" in recover()
     run.refresh_from_db()
     assert run.status == "completed", (run.status, run.error_detail())
     row = Message.objects.get(session_id=chat.session_id, position=1)

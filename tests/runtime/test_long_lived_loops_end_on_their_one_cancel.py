@@ -37,7 +37,7 @@ class DropsFirstCancel:
         self.calls = 0
         self.dropped = 0
 
-    async def block(self) -> dict:
+    async def block(self, **_scan_options: object) -> dict:
         self.calls += 1
         while True:
             try:

@@ -10,12 +10,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from helix_django.errors import HelixError
 from helix_django.recovery.scan import ScanReport, arecover, arecover_run
+from helix_django.runtime.executor import get_executor
 
 
 class Command(BaseCommand):
     help = (
         "Find generations left in flight by a dead process (lease expired) and end each as its "
-        "persisted state says: completed, interrupted (partial kept) or cancelled. Never restarts "
+        "persisted state says: completed, interrupted (partial kept) or cancelled; a run whose durable "
+        "provider operation still runs goes on here as the same run (re-attached). Never restarts "
         "a generation or re-runs a tool."
     )
 
@@ -47,9 +49,9 @@ class Command(BaseCommand):
             if options["run_ids"]:
                 report = ScanReport(is_dry_run=dry_run)
                 for run_id in options["run_ids"]:
-                    report.decisions.append(asyncio.run(arecover_run(run_id, dry_run=dry_run)))
+                    report.decisions.append(asyncio.run(_recover_one(run_id, dry_run=dry_run)))
             else:
-                report = asyncio.run(arecover(dry_run=dry_run, limit=options["limit"]))
+                report = asyncio.run(_scan(dry_run=dry_run, limit=options["limit"]))
         except HelixError as exc:
             raise CommandError(f"Recovery failed: {exc.code}") from exc
         for decision in report.decisions:
@@ -60,3 +62,22 @@ class Command(BaseCommand):
             )
         counts = " ".join(f"{key}={value}" for key, value in report.counts.items())
         self.stdout.write(("[dry run] " if dry_run else "") + counts)
+
+
+async def _scan(*, dry_run: bool, limit: int | None) -> ScanReport:
+    """The scan with this process's executor; returns once the runs it re-attached here ended."""
+    executor = get_executor()
+    report = await arecover(dry_run=dry_run, limit=limit, executor=executor)
+    for decision in report.decisions:
+        if decision.outcome == "reattached":  # the command's loop ends with it: the run must end first
+            await executor.wait(decision.run_id)
+    return report
+
+
+async def _recover_one(run_id: str, *, dry_run: bool) -> Any:
+    """One run's decision with this process's executor; returns once a run re-attached here ended."""
+    executor = get_executor()
+    decision = await arecover_run(run_id, dry_run=dry_run, executor=executor)
+    if decision.outcome == "reattached":
+        await executor.wait(decision.run_id)
+    return decision
