@@ -34,8 +34,9 @@ EFFECTS = {
     ),
     inv.REGENERATE: _(
         "Start a NEW attempt at this turn from the last safe checkpoint: the model runs again and the answer "
-        "may differ. The interrupted attempt stays in the history. Tool results already recorded are reused; "
-        "no side-effecting tool is run again by this action."
+        "may differ. The interrupted attempt stays in the history. Side-effecting tool calls of this turn that "
+        "already succeeded open the new attempt with their recorded results, and a call with the same effect "
+        "is answered from its record: no completed side effect is run again by this action."
     ),
     inv.CONTINUE: _(
         "Start a NEW generation that continues from the partial output (or the provider's continuation "

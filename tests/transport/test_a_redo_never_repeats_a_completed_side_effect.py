@@ -186,3 +186,16 @@ async def test_an_edit_of_the_turn_asks_anew(outbox, owner):
     new = await Run.objects.filter(session_id=first.session_id).exclude(pk=first.pk).alatest("created_at")
     await get_executor().wait(new.pk, 10)
     assert [m["body"] for m in effects.sent()] == [f"Sent by {first.pk}", f"Sent by {new.pk}"]
+
+
+def test_the_admin_shows_a_replayed_call_as_answered_from_its_record(outbox, owner):
+    _user, header = owner
+    first, _turn = async_to_sync(first_attempt)(header)
+    path = f"{PREFIX}/sessions/{first.session_id}/runs/{first.pk}/continue"
+    assert async_to_sync(http)("POST", path, header)[0] in (200, 201, 202)
+    new = async_to_sync(assert_sent_once_and_told)(first)
+    staff = get_user_model().objects.create_superuser("staff", password="pw-not-secret")
+    client = Client()
+    client.force_login(staff)
+    page = client.get(reverse("admin:helix_django_run_change", args=[quote(new.pk)])).content.decode()
+    assert "answered from an earlier execution, not run" in page
