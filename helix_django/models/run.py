@@ -33,6 +33,21 @@ TERMINAL_STATUSES = frozenset(
 SCANNED_STATUSES = frozenset({RunStatus.STARTING, RunStatus.STREAMING, RunStatus.TOOLING, RunStatus.RECOVERING})
 
 
+#: Statuses of a run that needs a person until its resolution is recorded (000, "Recovery actions").
+RESOLVABLE_STATUSES = frozenset({RunStatus.INTERRUPTED, RunStatus.FAILED})
+#: The ``recovery_action`` of a run a newer run superseded while it was live.
+SUPERSEDED_RESOLUTION = "superseded"
+#: The ``recovery_action`` of an interrupted or failed run the user moved on from with a new message.
+FOLLOW_UP_RESOLUTION = "follow_up"
+#: The resolution recorded when a run of each kind follows an interrupted or failed run (others: follow-up).
+RESOLUTION_OF_KIND = {"regenerate": "regenerate", "continue": "continue"}
+#: Every ``recovery_action`` that resolves a run: it no longer needs a person. Check status and Mark
+#: interrupted are recorded too, but leave the decision about the partial answer open.
+RESOLUTIONS = frozenset(
+    {"regenerate", "continue", "keep_partial", "discard_partial", SUPERSEDED_RESOLUTION, FOLLOW_UP_RESOLUTION}
+)
+
+
 class CancelledBy(models.TextChoices):
     """Who stopped a cancelled run (the user's chat says who, never a false "you")."""
 
@@ -84,9 +99,14 @@ class Run(models.Model):
     error_category = models.CharField(max_length=32, blank=True, default="")
     error_retryable = models.BooleanField(default=False)
     error_message = models.CharField(max_length=200, blank=True, default="")
+    error_cause = models.CharField(max_length=40, blank=True, default="")
+    """Why the run ended interrupted or failed, as a code: ``process_lost``, ``server_stopped``, ``provider_failed``."""
     interrupted_stage = models.CharField(max_length=32, blank=True, default="")
     partial_chars = models.PositiveIntegerField(default=0)
     recovery_action = models.CharField(max_length=32, blank=True, default="")
+    """How an interrupted or failed run was resolved (:data:`RESOLUTIONS`); '' while it needs a person."""
+    resolved_by = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    """The id of the run that followed and resolved this one ('' when none did: Keep, Discard)."""
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

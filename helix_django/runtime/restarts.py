@@ -89,10 +89,7 @@ async def regenerate(
         }
         return [{"type": "data-stream-resync", "data": data}, *kept]
 
-    handle = await starts.launch(session, Launch(request, resync), user=user)
-    if run is not None:
-        await _record_resolution(run, "regenerate")
-    return handle
+    return await starts.launch(session, Launch(request, resync), user=user)
 
 
 @typed
@@ -139,17 +136,6 @@ async def continue_run(starts: RunStarts, *, session: ChatSession, run_id: str, 
         add_continue_instruction=True,
     )
     return await starts.launch(session, launch, user=user)
-
-
-async def _record_resolution(run: Run, action: str) -> None:
-    """Record ``action`` as how an interrupted or failed run was resolved, by whichever surface started it.
-
-    A Regenerate from the chat route (the AI SDK's ``regenerate()``) resolves the run as the
-    recovery routes and the admin do: it leaves the admin's "Needs attention" list. A
-    resolution already recorded stays.
-    """
-    if run.status in (RunStatus.INTERRUPTED, RunStatus.FAILED) and not run.recovery_action:
-        await store.arecord_recovery(run.id, recovery_action=action)
 
 
 async def _stop_left_operation(run: Run) -> None:

@@ -32,10 +32,12 @@ from helix_django.models import (
     Run,
     RunStatus,
 )
+from helix_django.models.run import FOLLOW_UP_RESOLUTION, RESOLUTION_OF_KIND, SUPERSEDED_RESOLUTION
 from helix_django.models.session import default_agent
 from helix_django.orm import retrying, sync_to_async
 from helix_django.store import reads
 from helix_django.store.inserts import insert
+from helix_django.store.recovery import record_resolution
 from helix_django.store.rows import insert_checkpoint, lock_fence, lock_session, save_session, write_message
 
 _UNSET: Any = object()
@@ -185,8 +187,12 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         live = [] if create else reads.live_run_ids(session.pk)  # a session this commit creates has no runs
         if live and not request.supersede_live:
             raise AlreadyRunningError()
+        run_id = new_id("run")
         if live:
-            Run.objects.filter(pk__in=live).update(status=RunStatus.SUPERSEDED, finished_at=now)
+            Run.objects.filter(pk__in=live).update(
+                status=RunStatus.SUPERSEDED, finished_at=now, recovery_action=SUPERSEDED_RESOLUTION, resolved_by=run_id
+            )
+        earlier_run_id = session.current_run_id
         count = session.message_count
         truncate_cp = None
         if request.truncate_to is not None and request.truncate_to < count:
@@ -212,7 +218,7 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
             response_id = inputs[-1]["id"]
         _check_session_room(first_new, response_position + 1 if response_position == count else count)
         run = Run(
-            id=new_id("run"),
+            id=run_id,
             session=session,
             status=request.status,
             kind=request.kind,
@@ -237,6 +243,10 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         if create:  # one INSERT with its final fields (foreign keys are checked at commit)
             insert(session)
         insert(run)
+        if earlier_run_id and earlier_run_id not in live:
+            # The run this one follows is resolved by it (000, "Recovery actions"), whichever surface started it.
+            resolution = RESOLUTION_OF_KIND.get(request.kind, FOLLOW_UP_RESOLUTION)
+            record_resolution(earlier_run_id, resolution, by_run_id=run_id)
         cp = insert_checkpoint(session, run, CheckpointKind.RUN_START, message_count, request.stream_sequence, 0)
         for position, message in zip(positions, inputs, strict=True):
             # Positions from ``first_new`` on hold no active row (the session counts [0, n)).

@@ -21,6 +21,7 @@ from helix_django.models import (
     ToolExecution,
     ToolExecutionStatus,
 )
+from helix_django.models.run import RESOLUTIONS, RESOLVABLE_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.store import reads
 from helix_django.store.rows import insert_checkpoint, lock_session
@@ -47,6 +48,19 @@ def record_recovery(run_id: str, **fields: Any) -> None:
         raise ValueError(f"not a recovery field: {sorted(set(fields) - RECOVERY_FIELDS)}")
     if not Run.objects.filter(pk=run_id).update(**fields):
         raise RunNotFoundError()
+
+
+def record_resolution(run_id: str, action: str, *, by_run_id: str = "") -> bool:
+    """Record how an interrupted or failed run was resolved: ``action`` and the run that followed it.
+
+    The one place every surface's resolution is written (000, "Recovery actions"): the
+    run-start commit of a Regenerate, Continue or new message after the run (chat route,
+    recovery routes, admin, WebSocket), and the admin's Keep/Discard. A compare-and-set:
+    returns False, writing nothing, for a run in another status or already resolved
+    (:data:`~helix_django.models.run.RESOLUTIONS`), so the first resolution stays.
+    """
+    runs = Run.objects.filter(pk=run_id, status__in=RESOLVABLE_STATUSES).exclude(recovery_action__in=RESOLUTIONS)
+    return bool(runs.update(recovery_action=action, resolved_by=by_run_id))
 
 
 def claim_partial_decision(run_id: str, action: str) -> bool:
@@ -147,6 +161,7 @@ def resolve_tool_execution(execution_id: int, *, status: str, result: Any = None
 
 
 arecord_recovery = sync_to_async(record_recovery)
+arecord_resolution = sync_to_async(record_resolution)
 aclaim_partial_decision = sync_to_async(claim_partial_decision)
 aclaim_cancel_check = sync_to_async(claim_cancel_check)
 atransition_run = sync_to_async(transition_run)

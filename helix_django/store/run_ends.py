@@ -160,6 +160,7 @@ def _end(
             error_category=detail["category"],
             error_retryable=detail["retryable"],
             error_message=detail["message"][:200],
+            error_cause=(error.cause or "")[:40],
         )
     update(Run, {"id": run.id}, fields)
     for name, value in fields.items():  # the checkpoint's ``run`` is the run as committed
