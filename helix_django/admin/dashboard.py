@@ -23,10 +23,11 @@ from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 
 from helix_django.admin.display import STATUS_FAMILY, duration, local
+from helix_django.admin.filters import ATTENTION, attention_q
 from helix_django.admin.timeline import TOKEN_TYPES
 from helix_django.errors import HelixError
 from helix_django.models import Run, RunStatus
-from helix_django.models.run import LIVE_STATUSES
+from helix_django.models.run import LIVE_STATUSES, RESOLUTIONS, RESOLVABLE_STATUSES
 from helix_django.store.leases import stuck_q
 from helix_django.streams import get_stream_manager
 from helix_django.streams.writer import WRITTEN_AT_KEY
@@ -49,6 +50,10 @@ class Dashboard:
     day: dict[str, int]
     hourly: list[tuple[datetime, dict[str, int]]]
     stuck: int
+    needs_attention: int
+    """Runs that still need a person now (the list's "Needs attention" view): resolved ones are not counted."""
+    unresolved: dict[str, int]
+    """Interrupted and failed runs of the last 24 h without a recorded resolution, ``{status: n}``."""
     interrupted_rate: float | None
     failed_rate: float | None
     ttft_p50: float | None
@@ -116,6 +121,8 @@ def build(now: datetime | None = None) -> Dashboard:
         if key in by_hour:
             by_hour[key][status] = n
     ended = sum(n for s, n in day.items() if s not in LIVE_STATUSES)
+    open_runs = recent.filter(status__in=RESOLVABLE_STATUSES).exclude(recovery_action__in=RESOLUTIONS)
+    unresolved = dict(open_runs.values_list("status").annotate(n=Count("id")).order_by())
     ttfts, minutes = _sample(now)
     return Dashboard(
         now=now,
@@ -123,6 +130,8 @@ def build(now: datetime | None = None) -> Dashboard:
         day=day,
         hourly=[(h, by_hour[h]) for h in hours],
         stuck=Run.objects.filter(stuck_q(now)).count(),
+        needs_attention=Run.objects.filter(attention_q()).count(),
+        unresolved=unresolved,
         interrupted_rate=day.get(RunStatus.INTERRUPTED, 0) / ended if ended else None,
         failed_rate=day.get(RunStatus.FAILED, 0) / ended if ended else None,
         ttft_p50=_percentile(ttfts, 0.5),
@@ -241,6 +250,9 @@ def context(now: datetime | None = None) -> dict[str, Any]:
         "hourly_chart": hourly_chart(board.hourly),
         "minute_chart": minute_chart(board.chunks_per_minute),
         "stuck_url": _list_url(stuck="yes"),
+        "attention_url": f"{reverse('admin:helix_django_run_changelist')}?view={ATTENTION}",
+        "interrupted_open": board.unresolved.get(RunStatus.INTERRUPTED, 0),
+        "failed_open": board.unresolved.get(RunStatus.FAILED, 0),
         "interrupted_url": _list_url(status=RunStatus.INTERRUPTED),
         "failed_url": _list_url(status=RunStatus.FAILED),
         "interrupted_rate": rate(board.interrupted_rate),

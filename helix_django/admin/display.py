@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -96,3 +97,21 @@ def session_title(session: ChatSession) -> SafeString:
 def owner(session: ChatSession) -> str:
     """Return the owner's username (``USERNAME_FIELD``), or "anonymous" for a visitor's session."""
     return session.owner.get_username() if session.owner is not None else _("anonymous")
+
+
+def run_url(view: str, run_id: str, *args: object) -> str:
+    """Return the admin URL of a run's page ``view`` (``change``, ``recovery``, ...) with the id as displayed.
+
+    Django's admin quotes a primary key in its URLs (``_`` -> ``_5F``); the run pages take
+    the id as is, and still open links quoted that way (``RunAdmin.get_object``).
+    """
+    return reverse(f"admin:helix_django_run_{view}", args=[run_id, *args])
+
+
+def run_link(run_id: str) -> SafeString | str:
+    """Return a link to a run's page showing its short id (the full id on hover); "—" for ''."""
+    if not run_id:
+        return "—"
+    return format_html(
+        '<a class="helix-run-link" href="{}" title="{}">{}</a>', run_url("change", run_id), run_id, short_id(run_id)
+    )

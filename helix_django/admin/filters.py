@@ -9,7 +9,8 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
-from helix_django.models import RunStatus, ToolExecution, ToolExecutionStatus
+from helix_django.models import ToolExecution, ToolExecutionStatus
+from helix_django.models.run import RESOLUTIONS, RESOLVABLE_STATUSES
 from helix_django.store.leases import stuck_q
 
 
@@ -35,9 +36,9 @@ ATTENTION = "attention"
 
 
 def attention_q() -> Q:
-    """Return a filter for runs that need a person: stuck, or interrupted/failed and not yet
-    reconciled, or with a tool execution whose outcome is unknown."""
-    unresolved = Q(status__in=(RunStatus.INTERRUPTED, RunStatus.FAILED), recovery_action="")
+    """Return a filter for runs that need a person: stuck, or interrupted/failed without a recorded
+    resolution (:data:`~helix_django.models.run.RESOLUTIONS`), or with a tool execution whose outcome is unknown."""
+    unresolved = Q(status__in=RESOLVABLE_STATUSES) & ~Q(recovery_action__in=RESOLUTIONS)
     unknown_tool = Q(pk__in=ToolExecution.objects.filter(status=ToolExecutionStatus.UNKNOWN).values("run_id"))
     return stuck_q() | unresolved | unknown_tool
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import unquote
+from django.contrib.admin.views.main import ChangeList
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
-from django.db.models import BooleanField, Case, Count, QuerySet, Value, When
+from django.db.models import BooleanField, Case, Count, Model, QuerySet, Value, When
 from django.http import HttpRequest, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import path
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 
-from helix_django.admin import dashboard, display, views
+from helix_django.admin import causes, dashboard, display, views
 from helix_django.admin.filters import ATTENTION, AttentionFilter, StuckFilter
 from helix_django.admin.texts import TITLES
 from helix_django.admin.timeline import change_page_context
@@ -26,6 +27,8 @@ from helix_django.store import leases
 #: Display methods of the change page (read-only fields that format a stored value for people).
 DETAIL_DISPLAYS = (
     "status_badge",
+    "cause",
+    "resolution",
     "partial_output",
     "error_summary",
     "cancel_requested",
@@ -45,6 +48,13 @@ def _bulk(action: str) -> Any:
 
     bulk_action.__name__ = f"recovery_{action}"
     return admin.action(description=TITLES[action], permissions=["reconcile"])(bulk_action)
+
+
+class RunChangeList(ChangeList):
+    """The generations list, linking each run's page with its id as displayed (no ``_5F``)."""
+
+    def url_for_result(self, result: Model) -> str:
+        return display.run_url("change", str(result.pk))
 
 
 @admin.register(Run)
@@ -78,6 +88,23 @@ class RunAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
         stuck = Case(When(leases.stuck_q(), then=Value(True)), default=Value(False), output_field=BooleanField())
         return super().get_queryset(request).annotate(tool_count=Count("tool_executions"), is_stuck=stuck)
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return RunChangeList
+
+    def get_object(self, request: HttpRequest, object_id: str, from_field: str | None = None) -> Run | None:
+        """The run of a URL that names its id as displayed, or quoted the way Django's admin quotes it.
+
+        Django hands ``object_id`` unquoted (``_XX`` read as an escaped character), so a run id
+        like ``run_40ff…`` read that way names another run: the id in the URL as it is comes first.
+        """
+        match = getattr(request, "resolver_match", None)
+        as_given = match.kwargs.get("object_id") if match is not None else None
+        if as_given and as_given != object_id and from_field is None:
+            run = super().get_object(request, as_given)
+            if run is not None:
+                return run
+        return super().get_object(request, object_id, from_field)
 
     def get_search_fields(self, request: HttpRequest) -> tuple[str, ...]:
         """Ids, request key, operation id, and the owner by the user model's ``USERNAME_FIELD``."""
@@ -113,7 +140,8 @@ class RunAdmin(admin.ModelAdmin):
                 "fields": (
                     "interrupted_stage",
                     "partial_output",
-                    "recovery_action",
+                    "cause",
+                    "resolution",
                     "is_continuation_valid",
                     "provider_operation_id",
                     "cancel_requested",
@@ -203,6 +231,22 @@ class RunAdmin(admin.ModelAdmin):
         parts = [obj.error_code, obj.error_category, retry, obj.error_message]
         return " · ".join(str(p) for p in parts if p)
 
+    @admin.display(description=_("cause"))
+    def cause(self, obj: Run) -> str:
+        """Why the run ended as it did, in words, with its code beside it ("—" without an error)."""
+        words, code = causes.cause(obj)
+        return format_html('{} <code class="helix-cause-code">{}</code>', words, code) if words else "—"
+
+    @admin.display(description=_("resolution"))
+    def resolution(self, obj: Run) -> str:
+        """How the run was resolved and the run that followed it ("—" while nothing was recorded)."""
+        words = causes.resolution(obj)
+        if not words:
+            return "—"
+        if not obj.resolved_by:
+            return words
+        return format_html("{} → {}", words, display.run_link(obj.resolved_by))
+
     @admin.display(description=_("lease expires"))
     def lease_expires(self, obj: Run) -> str:
         return display.timestamp(obj.lease_expires_at)
@@ -282,17 +326,23 @@ class RunAdmin(admin.ModelAdmin):
         if run is not None:
             extra.update(change_page_context(run))
             offers = inv.inventory(run)
-            extra["recovery_actions"] = [
+            actions = [
                 {
                     "action": action,
                     "title": TITLES[action],
                     "is_available": offers[action].is_available,
                     "reason": offers[action].reason,
-                    "url": reverse("admin:helix_django_run_recovery", args=[quote(run.pk), action]),
+                    "url": display.run_url("recovery", run.pk, action),
                     "is_disruptive": action == inv.MARK_INTERRUPTED and not leases.is_lease_expired(run),
                 }
                 for action in inv.ACTIONS
             ]
+            # The actions that can be taken first, each group in the order of ``inv.ACTIONS``.
+            extra["recovery_actions"] = sorted(actions, key=lambda offer: not offer["is_available"])
+            extra["cause_words"], extra["cause_code"] = causes.cause(run)
+            extra["resolution"] = self.resolution(run) if run.recovery_action else ""
+            earlier = Run.objects.filter(resolved_by=run.pk).values_list("pk", flat=True)[:10]
+            extra["resolves"] = [display.run_link(pk) for pk in earlier]
             extra["can_reconcile"] = self.has_reconcile_permission(request)
             extra["is_live"] = run.is_live
             extra["status_badge"] = self.status_badge(run)

@@ -60,6 +60,14 @@ class TimelineEntry:
         return "" if at is None else f"{dj_timezone.localtime(at):%H:%M:%S.%f}"[:-3]
 
     @property
+    def last_clock(self) -> str:
+        """The time of the entry's last chunk, as :attr:`clock`; '' for one chunk or an unknown time."""
+        if self.count == 1 or self.last_ms is None or self.last_ms == self.at_ms:
+            return ""
+        at = datetime.fromtimestamp(self.last_ms / 1000, tz=timezone.utc)
+        return f"{dj_timezone.localtime(at):%H:%M:%S.%f}"[:-3]
+
+    @property
     def gap(self) -> str:
         """The gap before this entry, as a short duration ('' when unknown)."""
         return "" if self.gap_ms is None else "+" + display.duration(self.gap_ms / 1000)
@@ -80,19 +88,35 @@ def _note(kind: str, chunk: dict[str, Any]) -> str:
     return ""
 
 
-def build_timeline(chunks: list[tuple[int, dict[str, Any]]]) -> tuple[list[TimelineEntry], int]:
+def _stored_at(chunks: list[tuple[int, dict[str, Any]]], ended_ms: int | None) -> list[int | None]:
+    """Each chunk's store time (epoch ms): its ``_at``, else ``ended_ms`` for the chunks after the last timed one.
+
+    The stream writer stamps ``_at`` on every chunk it flushes; an ending appended outside
+    it (the ``error`` chunk a failed stream gets, recovery's closing chunks, a completion's
+    ``finish``) carries none and is stored when the run ended (``Run.finished_at``).
+    """
+    times = [at if isinstance(at := chunk.get(WRITTEN_AT_KEY), int) else None for _, chunk in chunks]
+    last_timed = max((i for i, at in enumerate(times) if at is not None), default=-1)
+    if ended_ms is not None:
+        for i in range(last_timed + 1, len(times)):
+            times[i] = max(ended_ms, times[last_timed] or 0) if last_timed >= 0 else ended_ms
+    return times
+
+
+def build_timeline(
+    chunks: list[tuple[int, dict[str, Any]]], *, ended_ms: int | None = None
+) -> tuple[list[TimelineEntry], int]:
     """Fold consecutive chunks of one type; return (the last ``MAX_TIMELINE_ENTRIES`` entries, entries omitted).
 
     A stall (a gap over :data:`STALL_MS`) always starts a new entry. Notes carry only types,
-    statuses and error codes, never text.
+    statuses and error codes, never text. ``ended_ms``: when the run ended (epoch ms), the
+    time of its closing chunks stored without one (:func:`_stored_at`).
     """
     entries: list[TimelineEntry] = []
     previous_ms: int | None = None
-    for sequence, chunk in chunks:
+    for (sequence, chunk), at_ms in zip(chunks, _stored_at(chunks, ended_ms), strict=True):
         kind = chunk.get("type", "?")
         note = _note(kind, chunk)
-        at_ms = chunk.get(WRITTEN_AT_KEY)
-        at_ms = at_ms if isinstance(at_ms, int) else None
         gap = at_ms - previous_ms if at_ms is not None and previous_ms is not None else None
         last = entries[-1] if entries else None
         if last and last.type == kind and not note and not last.note and not (gap is not None and gap > STALL_MS):
@@ -167,7 +191,9 @@ def change_page_context(run: Run) -> dict[str, Any]:
     context["response_reasoning"] = "".join(p.get("text", "") for p in parts if p.get("type") == "reasoning")
     context["response_chars"] = text_chars(message) if message else 0
     context["response_is_partial"] = run.status != "completed"
-    context["timeline"], context["timeline_omitted"] = build_timeline(chunks)
+    end = run.finished_at or (run.last_event_at if run.is_terminal else None)
+    ended_ms = round(end.timestamp() * 1000) if end is not None else None
+    context["timeline"], context["timeline_omitted"] = build_timeline(chunks, ended_ms=ended_ms)
     context["timings"] = timings(run, chunks)
     context["chunk_count"] = len(chunks)
     context["tool_executions"] = list(run.tool_executions.all())

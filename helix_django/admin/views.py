@@ -12,15 +12,15 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import messages
-from django.contrib.admin.utils import quote, unquote
+from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db import connections, transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
 from django.utils.translation import gettext as _
 
+from helix_django.admin.display import run_url
 from helix_django.admin.texts import EFFECTS, TITLES
 from helix_django.admin.timeline import shown_chars
 from helix_django.conf import helix_settings
@@ -49,7 +49,7 @@ def outside_request_transactions(view: Any) -> Any:
 
 
 def _change_url(run: Run) -> str:
-    return reverse("admin:helix_django_run_change", args=[quote(run.pk)])
+    return run_url("change", run.pk)
 
 
 def _context(modeladmin: Any, request: HttpRequest, **extra: Any) -> dict[str, Any]:

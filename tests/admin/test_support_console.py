@@ -111,7 +111,7 @@ def test_actions_are_buttons_and_unavailable_ones_say_why(staff_client):
     flight = InFlight("s-buttons")
     flight.stream_text("Half an answer")
     page = _change(staff_client, flight.run_id)
-    url = reverse("admin:helix_django_run_recovery", args=[quote(flight.run_id), inv.MARK_INTERRUPTED])
+    url = reverse("admin:helix_django_run_recovery", args=[flight.run_id, inv.MARK_INTERRUPTED])
     assert f'<a class="button helix-action helix-warn" data-action="mark_interrupted" href="{url}">' in page
     assert "The generation is running normally: this stops the user's answer." in page
     assert '<button type="button" class="helix-action-unavailable" data-action="keep_partial" disabled' in page
@@ -130,7 +130,7 @@ def test_partial_chars_match_the_text_shown_live_and_after_the_end(staff_client)
     page = _change(staff_client, flight.run_id)
     assert "(17 characters)" in page and "still being written (17 characters so far)" in page
     assert '<pre class="helix-response-reasoning" style="white-space: pre-wrap">think</pre>' in page
-    url = reverse("admin:helix_django_run_recovery", args=[quote(flight.run_id), inv.MARK_INTERRUPTED])
+    url = reverse("admin:helix_django_run_recovery", args=[flight.run_id, inv.MARK_INTERRUPTED])
     assert "17 characters so far" in staff_client.get(url).content.decode()
     listed = staff_client.get(reverse(LIST), {"view": "all"}).content.decode()
     assert "still being written: open it to see the text" in listed

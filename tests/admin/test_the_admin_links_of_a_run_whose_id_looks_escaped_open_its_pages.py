@@ -44,10 +44,11 @@ def test_after_a_recovery_action_staff_land_on_the_runs_page(staff_client, escap
     flight.stream_text("Half an answer")
     flight.expire()
     assert flight.run_id.startswith("run_40")
-    # The change page opens, and links the action the way Django's admin links a pk (quoted).
+    # The change page opens from a link quoted as Django's admin quotes a pk, and links the
+    # action with the id as displayed.
     change = staff_client.get(reverse("admin:helix_django_run_change", args=[quote(flight.run_id)]))
     assert change.status_code == 200
-    action = reverse("admin:helix_django_run_recovery", args=[quote(flight.run_id), "mark_interrupted"])
+    action = reverse("admin:helix_django_run_recovery", args=[flight.run_id, "mark_interrupted"])
     assert action in change.content.decode()
     page = staff_client.get(action)
     assert page.status_code == 200
