@@ -156,6 +156,8 @@ async def test_a_send_after_a_dead_run_retires_it_as_interrupted(executor, sessi
     dead = await Run.objects.aget(pk=first.run_id)
     assert (dead.status, dead.error_code, dead.interrupted_stage) == ("interrupted", "run_interrupted", "streaming")
     assert (await rows(session.id))[1]["metadata"]["helix"]["partial"] is True
+    # Retired, it is resolved by the send that followed it: the admin counts it as no longer open.
+    assert (dead.recovery_action, dead.resolved_by) == ("follow_up", second.run_id)
 
 
 async def test_a_new_run_stores_its_opening_chunks_with_its_claim(executor, session, use_agents):

@@ -60,7 +60,13 @@ async def test_a_follow_up_consumes_held_results_and_abandons_the_rest(executor,
     use_script(use_agents, [{"TEXT": "Never mind the door."}], ["pick_color"])
     second = await executor.execute(session, [history[0], held, user_message("Skip the door", "u-2")])
     assert await executor.wait(second.run_id, 10) == "completed"
-    assert (await Run.objects.aget(pk=first.run_id)).status == "superseded"
+    superseded = await Run.objects.aget(pk=first.run_id)
+    # The waiting run records what resolved it and the run that followed (the admin links both).
+    assert (superseded.status, superseded.recovery_action, superseded.resolved_by) == (
+        "superseded",
+        "superseded",
+        second.run_id,
+    )
 
     committed = await rows(session.id)
     assert [m["id"] for m in committed] == ["u-1", first.response_message_id, "u-2", second.response_message_id]
