@@ -1,6 +1,7 @@
 // Drive the real `ai` package (ai@6.0.326) against the chat route and print the final UIMessage.
 //
-// argv[2]: JSON {mode: "send" | "resume", api, headers, chatId, messages?, resumeHeaders?}
+// argv[2]: JSON {mode: "send" | "regenerate" | "resume", api, headers, chatId, messages?, messageId?,
+// resumeHeaders?}; "regenerate" sends `messages` (up to the user turn) as Chat.regenerate() does.
 // Env AI_NODE_DIR: the folder where `ai` is installed (tests/.node).
 // Prints {message, chunkTypes, error?} as JSON on stdout.
 const path = require("path");
@@ -21,12 +22,12 @@ async function main() {
     }),
   });
   let stream;
-  if (args.mode === "send") {
+  if (args.mode === "send" || args.mode === "regenerate") {
     stream = await transport.sendMessages({
       chatId: args.chatId,
       messages: args.messages,
-      trigger: "submit-message",
-      messageId: undefined,
+      trigger: args.mode === "send" ? "submit-message" : "regenerate-message",
+      messageId: args.messageId,
       abortSignal: undefined,
     });
   } else {
