@@ -10,7 +10,8 @@ name, no template. Who may open it:
   token in their Django session (:mod:`helix_django.access.ownership`);
 - anyone else is sent to sign in: to ``settings.LOGIN_URL`` where the site set it, else to
   this page's own sign-in page (``login/``, Django's ``LoginView`` with helix's template),
-  so a new project whose default ``/accounts/login/`` does not exist still works. The page's
+  so a new project whose default ``/accounts/login/`` does not exist still works (under
+  Django's ``LoginRequiredMiddleware`` too: the views decide this themselves). The page's
   Log out button posts to its own ``logout/``.
 
 URL names live in the ``helix_chat`` namespace: ``index``, ``session``, ``login``, ``logout``.
@@ -22,6 +23,7 @@ import uuid
 from typing import Any, cast
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import LoginView, LogoutView, redirect_to_login
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render, resolve_url
@@ -78,6 +80,7 @@ def _admin_url(request: HttpRequest) -> str:
         return ""
 
 
+@login_not_required  # under LoginRequiredMiddleware too: it decides itself (ALLOW_ANONYMOUS, its own sign-in)
 def index(request: HttpRequest) -> HttpResponse:
     """Open the visitor's most recent chat, or a new one (302); sign-in first where needed."""
     if not _may_chat(request):
@@ -89,6 +92,7 @@ def index(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(_reverse(request, "session", latest or f"s_{uuid.uuid4().hex}"))
 
 
+@login_not_required
 def session(request: HttpRequest, session_id: str) -> HttpResponse:
     """Render the chat page for ``session_id`` (a new id is created by its first send).
 

@@ -102,3 +102,14 @@ def test_with_allow_anonymous_a_visitor_chats_without_signing_in():
     assert page.status_code == 200
     html = page.content.decode()
     assert opens_empty(html) and "/chat/logout/" not in html
+
+
+def test_under_login_required_middleware_the_page_still_signs_in_on_its_own_form(settings):
+    settings.MIDDLEWARE = [*settings.MIDDLEWARE, "django.contrib.auth.middleware.LoginRequiredMiddleware"]
+    client = Client()
+    first = client.get("/chat/")
+    assert first.status_code == 302 and first.headers["location"] == "/chat/login/?next=/chat/"
+    assert client.get(first.headers["location"]).status_code == 200
+    with override_settings(HELIX={"ALLOW_ANONYMOUS": True}):
+        landing = client.get("/chat/")
+        assert CHAT.match(landing.headers["location"]) and client.get(landing.headers["location"]).status_code == 200
