@@ -53,3 +53,28 @@ def test_an_effect_key_naming_an_unknown_argument_is_refused():
         def mail(to: str) -> dict:
             """Mail."""
             return {}
+
+
+@tool(effect="side_effect", effect_key=("to",), needs_approval=True)
+def approved_send(to: str, body: str) -> dict:
+    """Send after a person's approval."""
+    raise AssertionError("a completed effect never runs again")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_needing_approval_whose_effect_succeeded_is_answered_without_asking():
+    from asgiref.sync import async_to_sync
+
+    from helix_django.models import ToolExecution
+    from helix_django.runtime.tools import REPLAYED, execute_call
+    from tests.recovery.factories import InFlight
+
+    flight = InFlight("s-approved-once")
+    call = ToolContext(flight.run_id, "s-approved-once", "call_2", turn_message_id="u-s-approved-once")
+    key = approved_send.key_for({"to": "ada@example.com", "body": "Hi"}, call)
+    flight.tool("call_1", "approved_send", effect="side_effect", status="succeeded", result={"sent": 1}, key=key)
+
+    outcome = async_to_sync(execute_call)(approved_send, {"to": "ada@example.com", "body": "Hello again"}, call)
+    assert (outcome.kind, outcome.output) == ("output", {"sent": 1})
+    record = ToolExecution.objects.get(run_id=flight.run_id, tool_call_id="call_2")
+    assert (record.status, record.error_code) == ("succeeded", REPLAYED)
