@@ -9,10 +9,18 @@ certainty": say what is known). :func:`resolution` does the same for ``Run.recov
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
+from helix_django.admin.display import run_link
 from helix_django.models import Run
+
+#: Most runs a run's page names as resolved by it.
+RESOLVES_SHOWN = 10
 
 #: Words for each cause code a run's ending records (``Run.error_cause``).
 CAUSES = {
@@ -74,3 +82,33 @@ def resolution(run: Run) -> str:
     """Return how ``run`` was resolved, in words ('' while it has no recorded recovery action)."""
     action = run.recovery_action
     return str(RESOLUTIONS.get(action, action)) if action else ""
+
+
+def cause_html(run: Run) -> SafeString | str:
+    """Return :func:`cause` as HTML, the code in ``<code class="helix-cause-code">``; '' without an error."""
+    words, code = cause(run)
+    return format_html('{} <code class="helix-cause-code">{}</code>', words, code) if words else ""
+
+
+def resolution_html(run: Run) -> SafeString | str:
+    """Return :func:`resolution` followed by a link to the run that resolved ``run`` (if any); ''."""
+    words = resolution(run)
+    if not words or not run.resolved_by:
+        return words
+    return format_html("{} → {}", words, run_link(run.resolved_by))
+
+
+def page_context(run: Run) -> dict[str, Any]:
+    """Return a run page's ``cause_words``, ``cause_code``, ``resolution`` (HTML) and ``resolves``.
+
+    ``resolves``: links to the runs ``run`` resolved (``Run.resolved_by``), at most
+    :data:`RESOLVES_SHOWN`; one query.
+    """
+    words, code = cause(run)
+    earlier = Run.objects.filter(resolved_by=run.pk).order_by("created_at").values_list("pk", flat=True)
+    return {
+        "cause_words": words,
+        "cause_code": code,
+        "resolution": resolution_html(run),
+        "resolves": [run_link(pk) for pk in earlier[:RESOLVES_SHOWN]],
+    }

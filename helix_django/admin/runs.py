@@ -233,19 +233,11 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("cause"))
     def cause(self, obj: Run) -> str:
-        """Why the run ended as it did, in words, with its code beside it ("—" without an error)."""
-        words, code = causes.cause(obj)
-        return format_html('{} <code class="helix-cause-code">{}</code>', words, code) if words else "—"
+        return causes.cause_html(obj) or "—"
 
     @admin.display(description=_("resolution"))
     def resolution(self, obj: Run) -> str:
-        """How the run was resolved and the run that followed it ("—" while nothing was recorded)."""
-        words = causes.resolution(obj)
-        if not words:
-            return "—"
-        if not obj.resolved_by:
-            return words
-        return format_html("{} → {}", words, display.run_link(obj.resolved_by))
+        return causes.resolution_html(obj) or "—"
 
     @admin.display(description=_("lease expires"))
     def lease_expires(self, obj: Run) -> str:
@@ -339,10 +331,7 @@ class RunAdmin(admin.ModelAdmin):
             ]
             # The actions that can be taken first, each group in the order of ``inv.ACTIONS``.
             extra["recovery_actions"] = sorted(actions, key=lambda offer: not offer["is_available"])
-            extra["cause_words"], extra["cause_code"] = causes.cause(run)
-            extra["resolution"] = self.resolution(run) if run.recovery_action else ""
-            earlier = Run.objects.filter(resolved_by=run.pk).values_list("pk", flat=True)[:10]
-            extra["resolves"] = [display.run_link(pk) for pk in earlier]
+            extra.update(causes.page_context(run))
             extra["can_reconcile"] = self.has_reconcile_permission(request)
             extra["is_live"] = run.is_live
             extra["status_badge"] = self.status_badge(run)
