@@ -136,6 +136,10 @@ def test_the_check_status_chip_of_a_stopped_answer_cancels_what_the_model_still_
             assert assistant_texts(page) == [PARTIAL]  # it stays a stopped answer
             assert current_run_status(flight.session_id) == "cancelled"
             assert notice.get_by_role("button", name="Check status").count() == 0  # nothing left to ask
+
+            notice.get_by_role("button", name="Keep").click()  # what the check found is past once Keep is done
+            page.locator("[data-testid=partial-notice]", has_text="kept as partial").wait_for(state="visible")
+            assert page.locator("[data-testid=status-check]").count() == 0
             page.context.close()
         finally:
             gate.set()

@@ -648,7 +648,6 @@ export class HelixChat extends EventTarget {
    * (`error` says why).
    */
   async checkStatus(runId) {
-    this.statusCheck = null;
     const answer = await this.action(this.routes.checkStatus(this.sessionId, runId), {});
     this.statusCheck = answer ? { runId, outcome: answer.outcome } : null;
     this.emit();
@@ -660,6 +659,7 @@ export class HelixChat extends EventTarget {
    * Resolves to the action's JSON answer (null when refused, unreachable or streamed).
    */
   async action(url, payload, { follow = true } = {}) {
+    this.statusCheck = null; // what a Check status found is past once anything else is done
     if (follow) this.setStatus("submitted");
     let response;
     try {
