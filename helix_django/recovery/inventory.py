@@ -96,7 +96,8 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
     still its session's current run; ``supports_retrieve`` whether its provider can be
     asked about an operation. Queries: history and partial-row checks (a few, constant).
     Check status applies to a cancelled run only while the provider's answer to its cancel
-    is unclear (:func:`~helix_django.recovery.cancels.is_cancel_unclear`): it asks again.
+    is unclear (:func:`~helix_django.recovery.cancels.is_cancel_unclear`): it asks again;
+    never to a run a later run already resolved (``Run.resolved_by``).
     """
     out: dict[str, Availability] = {}
 
@@ -114,6 +115,8 @@ def available_actions(  # noqa: C901 - one flat rule per action reads better tha
         put(CHECK_STATUS, _("This provider cannot be asked about an operation's state."))
     elif status in (RunStatus.COMPLETED, RunStatus.SUPERSEDED):
         put(CHECK_STATUS, _("The generation already ended."))
+    elif run.resolved_by:
+        put(CHECK_STATUS, _("A later run already followed this generation; its operation is no longer asked."))
     elif status in SCANNED_STATUSES and not is_lease_expired(run):
         put(CHECK_STATUS, _("The generation is still running (its process renews its lease)."))
     else:
