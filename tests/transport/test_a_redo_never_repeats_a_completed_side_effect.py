@@ -2,8 +2,9 @@
 
 The first run sends an email (``send_email``, its effect identified by ``to`` and
 ``subject``) and fails before its final text. Every redo surface then runs a model whose
-call rewords the body: the chat route's regenerate, the WebSocket regenerate, the REST
-recovery regenerate and continue, and the admin's Regenerate. The email is sent exactly
+call rewords the body, on each stream manager: the chat route's regenerate, the WebSocket
+regenerate, the REST recovery regenerate and continue, and the admin's Regenerate; an edit
+of the message is a new turn that sends its own email. The email is sent exactly
 once, the new attempt's first model call is told of the completed call and its result
 (000, "Keep a last-safe context checkpoint"), and a reworded call of the same turn is
 answered from the record (000, "Tool calls make recovery harder").
@@ -45,8 +46,8 @@ STEPS = [
 
 
 @pytest.fixture
-def outbox(tmp_path, monkeypatch):
-    """The HELIX setting with the rewording model and ``send_email``; the outbox file is fresh."""
+def outbox(tmp_path, monkeypatch, backend):
+    """The HELIX setting with the rewording model and ``send_email`` on each stream manager; a fresh outbox file."""
     monkeypatch.setenv(effects.OUTBOX_ENV, str(tmp_path / "outbox.jsonl"))
     helix = agent_settings()
     helix["AGENTS"]["default"]["PROVIDER"] = {
@@ -55,7 +56,7 @@ def outbox(tmp_path, monkeypatch):
     }
     helix["AGENTS"]["default"]["TOOLS"] = [f"{effects.PATH}.send_email"]
     effects.RewordingProvider.requests = []
-    with override_settings(HELIX={**helix, "FLUSH_INTERVAL_MS": 2}):
+    with override_settings(HELIX={**helix, "FLUSH_INTERVAL_MS": 2, "STREAM_MANAGERS": {"default": backend[1]}}):
         yield
 
 
