@@ -38,6 +38,21 @@ def agent(options: dict[str, Any], *, tools: list[str] | None = None) -> dict[st
     }
 
 
+def openai_helix(server: Any, *, tools: list[str] | None = None) -> dict:
+    """``HELIX`` of a default agent on the OpenAI provider, Responses API background mode, at ``server``."""
+    helix = agent({}, tools=tools)
+    helix["AGENTS"]["default"]["PROVIDER"] = {
+        "BACKEND": "helix_django.runtime.providers.openai.OpenAIProvider",
+        "OPTIONS": {"BASE_URL": server.base_url, "API_KEY": "test-key", "API": "responses", "BACKGROUND": True},
+    }
+    return {**helix, "LEASE_SECONDS": 30, "LEASE_RENEW_SECONDS": 10, "DRAIN_SECONDS": 1}
+
+
+def creates(server: Any) -> int:
+    """How many responses were created (``POST /v1/responses``)."""
+    return sum(1 for r in server.requests if r["path"] == "/v1/responses" and r["body"] is not None)
+
+
 def user_token() -> dict[str, str]:
     """Create a user with a DRF token; return the auth headers."""
     from django.contrib.auth import get_user_model

@@ -19,7 +19,7 @@ import pytest
 
 from helix_django.models import Message, Run, RunStatus, ToolExecution
 from helix_django.testing import FakeOpenAI, Reply
-from tests.recovery.live_chat import LiveChat, agent, user_token
+from tests.recovery.live_chat import LiveChat, creates, openai_helix, user_token
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
 
@@ -28,21 +28,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.
 ANSWER = " ".join(f"token{i}" for i in range(80)) + "."
 INTERVAL = 0.15
 TOOL = "tests.runtime.toolbox.lookup"
-
-
-def openai_helix(server: FakeOpenAI, *, tools: list[str] | None = None) -> dict:
-    """``HELIX`` of a default agent on the OpenAI provider, Responses API background mode, at ``server``."""
-    helix = agent({}, tools=tools)
-    helix["AGENTS"]["default"]["PROVIDER"] = {
-        "BACKEND": "helix_django.runtime.providers.openai.OpenAIProvider",
-        "OPTIONS": {"BASE_URL": server.base_url, "API_KEY": "test-key", "API": "responses", "BACKGROUND": True},
-    }
-    return {**helix, "LEASE_SECONDS": 30, "LEASE_RENEW_SECONDS": 10, "DRAIN_SECONDS": 1}
-
-
-def creates(server: FakeOpenAI) -> int:
-    """How many responses were created (``POST /v1/responses``)."""
-    return sum(1 for r in server.requests if r["path"] == "/v1/responses" and r["body"] is not None)
 
 
 def stop_server(server, how: str) -> None:
