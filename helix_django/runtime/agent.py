@@ -36,6 +36,9 @@ from helix_django.runtime.steps import AttemptStreamer, Resumption, StepResult
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
 from helix_django.streams.writer import StreamWriter
 
+#: Seconds a run whose model call failed while a Stop cancels its operation waits for that Stop.
+STOP_FOLLOWS_SECONDS = 5.0
+
 logger = logging.getLogger(__name__)
 
 
@@ -78,6 +81,7 @@ class RunLoop(EndingsMixin):
         self.attempt_id = ""
         self.stage = "starting"
         self.is_cancel_requested = False
+        self.is_cancel_coming = False  # a Stop cancels the provider's operation; its task cancel follows (.cancels)
         self.is_lease_lost = False
         self.usage: dict[str, int] = {}
         """Token usage summed over the run's model calls (``inputTokens``, ``outputTokens``)."""
@@ -147,6 +151,11 @@ class RunLoop(EndingsMixin):
             logger.info("run %s superseded or ended elsewhere; stopping", self.run_id)
             return await self._ending(self._settle_after_fence())
         except Exception as exc:
+            if self.is_cancel_coming:  # the Stop's provider cancel ended the stream before the Stop reached the task
+                try:
+                    await asyncio.sleep(STOP_FOLLOWS_SECONDS)
+                except asyncio.CancelledError:
+                    return await self._ending(self._end_cancelled())
             return await self._ending(self._end_failed(exc))
         finally:
             await outlasts_cancel(self.agent.provider.aclose())

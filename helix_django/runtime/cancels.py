@@ -43,6 +43,17 @@ def stop_started_task(entry: Entry) -> None:
         entry.task.cancel()
 
 
+def expect_stop(entry: Entry) -> None:
+    """On the run's loop: tell the run's task a Stop is coming, so a model call failing meanwhile waits for it.
+
+    The Stop cancels the provider's operation first, which may end the run's model stream
+    (an operation ``cancelled``) before :func:`stop_started_task` reaches the task; the
+    run then ends ``cancelled`` (the Stop's terminal), not ``interrupted``.
+    """
+    if entry.loop is not None:
+        entry.loop.is_cancel_coming = True
+
+
 @typed
 async def cancel(runs: LocalRuns, *, session: ChatSession, run_id: str, by: str = CancelledBy.USER) -> Run:
     """Cancel a live run: status ``cancelled``, with who asked (``cancelled_by``) and the provider's answer.
@@ -64,6 +75,10 @@ async def cancel(runs: LocalRuns, *, session: ChatSession, run_id: str, by: str 
         raise RunNotActionableError(cause="run_not_live")
     provider = get_agent(run.agent).provider
     answer = ""
+    entry = runs.get(run.id)
+    if entry is not None and entry.event_loop is not None and not entry.done.done():
+        # The provider's cancel may end the run's model stream before the Stop reaches its task.
+        entry.event_loop.call_soon_threadsafe(expect_stop, entry)
     if run.provider_operation_id and provider.supports_cancel:
         try:
             answer = (await provider.cancel(run.provider_operation_id))[:64]
