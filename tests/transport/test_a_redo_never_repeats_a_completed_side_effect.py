@@ -24,13 +24,15 @@ from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
-from helix_django.models import Run, ToolExecution
+from helix_django.models import ChatSession, Run, ToolExecution
 from helix_django.recovery import inventory as inv
 from helix_django.runtime.executor import get_executor
 from helix_django.runtime.tools import REPLAYED
 from helix_django.transport.routing import helix_websocket_routes
 from tests.runtime import effects
 from tests.transport.conftest import PREFIX, agent_settings, new_session_id, user_message
+
+TASKS_LAUNCHER = "helix_django.runtime.launchers.tasks.TasksLauncher"
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(60)]
 
@@ -200,3 +202,23 @@ def test_the_admin_shows_a_replayed_call_as_answered_from_its_record(outbox, own
     client.force_login(staff)
     page = client.get(reverse("admin:helix_django_run_change", args=[quote(new.pk)])).content.decode()
     assert "answered from an earlier execution, not run" in page
+
+
+async def test_a_regenerate_handed_to_a_task_worker_keeps_the_sent_email(outbox, owner, settings):
+    """A task worker rebuilds the new answer from its stream: the kept step reaches its model too."""
+    from django_tasks_db.models import DBTaskResult
+
+    from helix_django.runtime.launchers.handoff import arun_handed_off
+
+    _user, header = owner
+    first, _turn = await first_attempt(header)
+    with override_settings(HELIX={**settings.HELIX, "LAUNCHER": {"BACKEND": TASKS_LAUNCHER}}):
+        session = await ChatSession.objects.aget(pk=first.session_id)
+        handle = await get_executor().regenerate(session=session)
+        task = await DBTaskResult.objects.aget()
+        run_id, from_owner, data = task.args_kwargs["args"]
+        assert run_id == handle.run_id
+        assert await arun_handed_off(run_id, from_owner, data) == "completed"
+    assert [m["body"] for m in effects.sent()] == [f"Sent by {first.pk}"]
+    calls = [r for r in effects.RewordingProvider.requests if r.run_id == handle.run_id]
+    assert effects.told_of(calls[0].messages, first.pk)
