@@ -17,6 +17,7 @@
 //   prepareHelixReconnectRequest  the resume headers: the recorded cursor and message with
 //                            the replay prefix, else the snapshot's target; per-request wins
 //   fetchSnapshot, reanchorChat, stopRun, checkRunStatus, parseHelixChatError
+//   holdsTurn, lastUserMessageId  whether the server received the chat's last send
 //   reattachDelay, waitForReattach, isReattachable  the re-attach policy (reattach.js)
 //   isResyncTrigger          the resync triggers HelixChat re-anchors on (client.js, the
 //                            same function): data-attempt-superseded, data-stream-resync,
@@ -232,15 +233,40 @@ export function parseHelixChatError(error) {
 }
 
 /**
+ * Whether `snapshot` holds the turn of the user message `messageId` (the server received
+ * that send and stored it). A null snapshot (no such chat yet) holds no turn.
+ * @param {{messages?: Array<{id: string, role: string}>} | null} snapshot
+ * @param {string} messageId
+ * @returns {boolean}
+ */
+export function holdsTurn(snapshot, messageId) {
+  return Boolean(snapshot?.messages?.some((m) => m.id === messageId && m.role === "user"));
+}
+
+/**
+ * The id of the last user message of `messages` (the turn a chat sent last), or null.
+ * @param {Array<{id: string, role: string}>} messages
+ * @returns {string | null}
+ */
+export function lastUserMessageId(messages) {
+  for (let i = (messages?.length ?? 0) - 1; i >= 0; i -= 1) if (messages[i].role === "user") return messages[i].id;
+  return null;
+}
+
+/**
  * Re-anchor a chat on the latest snapshot: seed it (without the in-flight message while
  * live) and resume with the replay prefix, which rebuilds that message whole, or seed the
  * ended conversation whole and clear the error. `chat` needs `setMessages`, `resumeStream`
- * and `clearError` (a useChat result). Resolves to the snapshot (null: no such chat).
+ * and `clearError` (a useChat result). With `turn` (the id of the user message the chat sent
+ * last), a snapshot that does not hold that turn (`holdsTurn`: the send never reached the
+ * server) leaves the chat as it is, message and error, so it can be re-sent (002, "The
+ * canonical client"). Resolves to the snapshot applied, or null when nothing was applied
+ * (no such chat, or the turn is not held).
  * @throws {SnapshotUnavailableError} when the snapshot cannot be read
  */
-export async function reanchorChat(chat, { snapshotUrl, fetch, signal, state } = {}) {
+export async function reanchorChat(chat, { snapshotUrl, fetch, signal, state, turn } = {}) {
   const snapshot = await fetchSnapshot(snapshotUrl, { fetch, signal });
-  if (!snapshot) return null;
+  if (!snapshot || (turn && !holdsTurn(snapshot, turn))) return null;
   const target = snapshotResumeOptions(snapshot);
   if (state) state.messageId = null;
   chat.setMessages(target.messages);

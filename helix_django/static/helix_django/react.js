@@ -14,6 +14,7 @@ import {
   helixTransport as coreHelixTransport,
   isReattachable,
   isResyncTrigger,
+  lastUserMessageId,
   parseHelixChatError,
   reanchorChat,
   reattachDelay,
@@ -90,7 +91,9 @@ function replayAwareCallbacks(callbacks, getChat, onPart) {
  * `resync`, a response that failed as a drop (what the kit's transport recorded, never the
  * error's text) re-attaches on its own: after a bounded, jittered backoff (or the browser's
  * `online` event, never shorter than `Retry-After`) it re-anchors on the snapshot and
- * resumes with the replay prefix. At most `reattach.maxAttempts` (5) in a row; a resume
+ * resumes with the replay prefix, but only when the snapshot holds the turn (the user
+ * message the chat sent last): a send that never reached the server stays with its error
+ * for `retry()`. At most `reattach.maxAttempts` (5) in a row; a resume
  * that streams resets the count. A resync trigger in the stream (`isResyncTrigger`, as
  * HelixChat: `data-attempt-superseded` after a provider retry, `data-stream-resync`,
  * `data-tool-output-elsewhere`) ends the response and re-anchors on the snapshot at once,
@@ -102,7 +105,8 @@ function replayAwareCallbacks(callbacks, getChat, onPart) {
  * @returns useChat's result with `stop()` (cancels the run on the server, then shows the
  *   snapshot), `checkStatus(runId?)` (asks the provider about the run's durable operation,
  *   then shows the snapshot: a finished answer complete; resolves to `{outcome, ...}`,
- *   throws HelixRequestError when refused), `retry()` (re-sends the failed message under its request key),
+ *   throws HelixRequestError when refused), `retry()` (re-sends the failed user message as
+ *   itself, so under its request key; an answer that failed is regenerated),
  *   `helixError` (the typed body of `error`) and `resyncError` (the last failed re-anchor)
  */
 export function useHelixChat({ id, transport, messages, resume = false, resync, reattach = {}, ...options }) {
@@ -132,9 +136,9 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
   latest.current = chat;
 
   const reanchor = useCallback(
-    async (signal) => {
-      const snapshot = await reanchorChat(latest.current, { snapshotUrl, signal, state: helix?.state });
-      lastSnapshot.current = snapshot;
+    async (signal, turn) => {
+      const snapshot = await reanchorChat(latest.current, { snapshotUrl, signal, state: helix?.state, turn });
+      if (snapshot) lastSnapshot.current = snapshot;
       return snapshot;
     },
     [snapshotUrl, helix],
@@ -173,7 +177,9 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
         try {
           const delay = reattachDelay(streak.current, { ...reattach, retryAfterSeconds });
           await waitForReattach(delay, { signal: controller.signal });
-          await reanchor(controller.signal);
+          // Only a turn the server holds is re-anchored: a send that never reached it stays
+          // on screen with its error, for retry() to re-send.
+          await reanchor(controller.signal, lastUserMessageId(latest.current.messages));
           setResyncError(null);
           return;
         } catch (error) {
@@ -201,7 +207,15 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
     [helix, snapshotUrl, reanchor],
   );
 
-  const retry = useCallback(() => latest.current.regenerate(), []);
+  // A failed send (the chat ends with its user message) is sent again as itself: the same
+  // message id, so the same request key, and a send that did reach the server is not doubled.
+  const retry = useCallback(() => {
+    const current = latest.current;
+    const last = current.messages.at(-1);
+    if (last?.role !== "user") return current.regenerate();
+    current.setMessages(current.messages.slice(0, -1));
+    return current.sendMessage({ id: last.id, role: "user", parts: last.parts, metadata: last.metadata });
+  }, []);
 
   return { ...chat, stop, checkStatus, retry, resyncError, helixError: parseHelixChatError(chat.error) };
 }
