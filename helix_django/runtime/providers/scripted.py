@@ -238,9 +238,10 @@ class ScriptedProvider(BaseProvider):
         return caches[self.options.get("CACHE_ALIAS", "default")]
 
     async def _save(self, config: dict[str, Any], operation_id: str, events: list[ProviderEvent], pace: float) -> None:
+        paced = sum(isinstance(e, TextDelta | ReasoningDelta) for e in events)  # its last event is due then
         record = {
             "created_at": time.time(),
-            "duration_seconds": (len(events) / pace) if pace else 0.0,
+            "duration_seconds": (paced / pace) if pace else 0.0,
             "events": [_dump(e) for e in events],
             "pace": pace,
             "cancelled": False,
@@ -251,7 +252,7 @@ class ScriptedProvider(BaseProvider):
         return await self._cache().aget(_CACHE_PREFIX + operation_id)
 
     async def retrieve(self, operation_id: str) -> OperationResult:
-        """Return the operation's state: ``completed`` once its scripted duration elapsed."""
+        """Return the operation's state: ``completed`` once its last event is due (:meth:`stream_from`'s timeline)."""
         record = await self._load(operation_id)
         if record is None:
             return OperationResult("unknown")
