@@ -188,3 +188,9 @@ def test_a_continue_call_goes_on_where_the_partial_answer_stopped():
     assert ScriptedProvider({}).plan(req)["TEXT"] == full[123:]
     # A configured text that does not start with the partial answer is left as it is.
     assert ScriptedProvider({"TEXT": "Something else."}).plan(req)["TEXT"] == "Something else."
+
+
+def test_a_question_that_ends_its_sentence_gets_no_second_full_stop():
+    assert default_reply("How do leases work?").startswith("You asked: \u201cHow do leases work?\u201d\n\n")
+    assert default_reply("Tell me about leases.").startswith("You asked: \u201cTell me about leases.\u201d\n\n")
+    assert default_reply("leases").startswith("You asked: \u201cleases\u201d.\n\n")

@@ -72,8 +72,10 @@ def default_reply(question: str) -> str:
     if len(asked) > 160:
         asked = asked[:157] + "..."
     asked = asked or "something without text"
+    # A question that ends its own sentence is not given a second full stop.
+    stop = "" if asked[-1] in ".?!\u2026" else "."
     return (
-        f"You asked: \u201c{asked}\u201d.\n\n"
+        f"You asked: \u201c{asked}\u201d{stop}\n\n"
         "This answer comes from the scripted provider, the embedded default model of helix_django. "
         "It streams a deterministic reply, so the site and its tests run without an API key; "
         'configure an OpenAI-compatible provider in HELIX["AGENTS"] to get real answers.\n\n'

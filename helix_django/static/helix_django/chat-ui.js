@@ -40,9 +40,10 @@ function partialLabel(status, cancelledBy) {
 }
 
 // Actions that replace or remove what the user sees: confirmed in place before they act.
+// Each names its own two choices: "Yes, <action>" acts, "No, go back" leaves all as it was.
 const CONFIRM_TEXT = () => ({
-  regenerate: [gettext("Replace this answer with a new one?"), gettext("Regenerate")],
-  discard: [gettext("Remove the partial answer from the conversation?"), gettext("Discard")],
+  regenerate: [gettext("Replace this answer with a new one?"), gettext("Yes, regenerate")],
+  discard: [gettext("Remove the partial answer from the conversation?"), gettext("Yes, discard")],
 });
 // What a Check status found (`outcome` of POST .../check_status), when the answer stays partial.
 function statusCheckText(outcome) {
@@ -169,7 +170,8 @@ export function mountChat(root, options) {
               open(session.id, { push: true });
             },
           },
-          el("span", { class: "hx-session-title" }, sessionLabel(session)),
+          // The current conversation is named as its header names it (one name per conversation).
+          el("span", { class: "hx-session-title" }, session.id === current && listedTitle ? listedTitle : sessionLabel(session)),
         ),
       ),
     );
@@ -212,7 +214,9 @@ export function mountChat(root, options) {
     const view = chat.view();
     const nearBottom = ui.conversation.scrollHeight - ui.conversation.scrollTop - ui.conversation.clientHeight < 80;
     const listed = sessions.find((session) => session.id === chat.sessionId);
-    const title = chatTitle() || (listed ? sessionLabel(listed) : view.loaded ? gettext("New chat") : gettext("Conversation"));
+    // A session's own title (given when it was created, by this page or through the API) wins
+    // over its first message.
+    const title = listed?.title || chatTitle() || (listed ? sessionLabel(listed) : view.loaded ? gettext("New chat") : gettext("Conversation"));
     ui.title.textContent = title;
     document.title = `${title} · Helix`;
     if (title !== listedTitle) {
@@ -320,6 +324,7 @@ export function mountChat(root, options) {
     const classes = ["hx-message", `hx-${message.role}`];
     if (context.isLive) classes.push("is-streaming");
     if (partial) classes.push("is-partial");
+    if (partial && recoveryOf(context.view, helix.runId)?.recoveryAction === "keep_partial") classes.push("is-kept");
     if (context.isPending) classes.push("is-unsent");
     const body = el("div", { class: "hx-bubble" });
     let paragraph = null;
@@ -406,7 +411,8 @@ export function mountChat(root, options) {
     const check = context.view.statusCheck?.runId === helix.runId ? context.view.statusCheck : null;
     return el(
       "div",
-      { class: "hx-partial-notice", role: "status", "data-testid": "partial-notice", "data-run-status": helix.status },
+      // Kept: the user chose this text as the answer, so the notice is a quiet label, no warning.
+      { class: kept ? "hx-partial-notice is-kept" : "hx-partial-notice", role: "status", "data-testid": "partial-notice", "data-run-status": helix.status },
       el("div", {}, el("strong", {}, interpolate(kept ? gettext("%(label)s · kept as partial") : gettext("%(label)s · partial answer"), { label })), " ", detail),
       check && check.outcome !== "completed" ? el("div", { "data-testid": "status-check", "data-outcome": check.outcome }, statusCheckText(check.outcome)) : null,
       actionable ? recoveryActions(message.id, helix.runId, recovery) : null,
@@ -421,19 +427,22 @@ export function mountChat(root, options) {
       available(name) ? el("button", { type: "button", class: cls, title, onclick, "data-action": name }, label) : null;
     const confirmed = (name, label, title, onclick, cls) =>
       available(name) ? confirmable(name, runId, cls, label, title, onclick) : null;
+    // While one action asks to be confirmed, its question and its two answers are all the row shows.
+    const asking = confirming?.key.endsWith(`:${runId}`) ? confirming.key.split(":")[0] : null;
+    const only = (name, node) => (!asking || asking === name ? node : null);
     return el(
       "div",
       { class: "hx-actions" },
-      confirmed("regenerate", gettext("Regenerate"), gettext("Start over from the last safe point (a new answer)"), () => chat.regenerate(messageId), "hx-chip is-primary"),
-      chip("continue", gettext("Continue"), gettext("A new generation that continues from the partial text"), () => chat.continueRun(runId)),
-      chip("keep", gettext("Keep"), gettext("Keep the partial text as it is, without more inference"), () => chat.keep(runId)),
-      confirmed("discard", gettext("Discard"), gettext("Remove the partial answer from the conversation"), () => chat.discard(runId), "hx-chip is-danger"),
-      chip("check_status", gettext("Check status"), gettext("Ask the model whether this answer finished meanwhile"), () => chat.checkStatus(runId)),
+      only("regenerate", confirmed("regenerate", gettext("Regenerate"), gettext("Start over from the last safe point (a new answer)"), () => chat.regenerate(messageId), "hx-chip is-primary")),
+      only("continue", chip("continue", gettext("Continue"), gettext("A new generation that continues from the partial text"), () => chat.continueRun(runId))),
+      only("keep", chip("keep", gettext("Keep"), gettext("Keep the partial text as it is, without more inference"), () => chat.keep(runId))),
+      only("discard", confirmed("discard", gettext("Discard"), gettext("Remove the partial answer from the conversation"), () => chat.discard(runId), "hx-chip is-danger")),
+      only("check_status", chip("check_status", gettext("Check status"), gettext("Ask the model whether this answer finished meanwhile"), () => chat.checkStatus(runId))),
     );
   }
 
-  // A button whose first click asks "are you sure?" in place; the second (Yes) acts, Cancel or
-  // any other click leaves everything as it was.
+  // A button whose first click asks "are you sure?" in place; "Yes, <action>" acts, "No, go back"
+  // leaves everything as it was.
   function confirmable(name, id, cls, label, title, act) {
     const key = `${name}:${id}`;
     if (confirming?.key !== key) {
@@ -455,7 +464,7 @@ export function mountChat(root, options) {
       { class: "hx-confirm", role: "group", "data-testid": "confirm", "data-action": name },
       el("span", {}, question, " "),
       el("button", { type: "button", class: "hx-chip is-danger", "data-confirm": "yes", onclick: () => { done(); act(); } }, yes),
-      el("button", { type: "button", class: "hx-chip", "data-confirm": "no", onclick: done }, gettext("Cancel")),
+      el("button", { type: "button", class: "hx-chip", "data-confirm": "no", onclick: done }, gettext("No, go back")),
     );
   }
 
