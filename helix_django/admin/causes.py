@@ -59,6 +59,7 @@ RESOLUTIONS = {
     "discard_partial": gettext_lazy("Partial answer discarded"),
     "superseded": gettext_lazy("Superseded by a newer generation"),
     "follow_up": gettext_lazy("Interrupted by a follow-up message"),
+    "interrupted_by_follow_up": gettext_lazy("Stopped for a follow-up message sent while it was answering"),
     "check_status": gettext_lazy("Status checked: still needs a decision"),
     "mark_interrupted": gettext_lazy("Marked interrupted: still needs a decision"),
 }

@@ -39,12 +39,22 @@ RESOLVABLE_STATUSES = frozenset({RunStatus.INTERRUPTED, RunStatus.FAILED})
 SUPERSEDED_RESOLUTION = "superseded"
 #: The ``recovery_action`` of an interrupted or failed run the user moved on from with a new message.
 FOLLOW_UP_RESOLUTION = "follow_up"
+#: The ``recovery_action`` of a live run a follow-up message stopped (``interrupt``: docs/runtime.md, "Multitask").
+INTERRUPTED_RESOLUTION = "interrupted_by_follow_up"
 #: The resolution recorded when a run of each kind follows an interrupted or failed run (others: follow-up).
 RESOLUTION_OF_KIND = {"regenerate": "regenerate", "continue": "continue"}
 #: Every ``recovery_action`` that resolves a run: it no longer needs a person. Check status and Mark
 #: interrupted are recorded too, but leave the decision about the partial answer open.
 RESOLUTIONS = frozenset(
-    {"regenerate", "continue", "keep_partial", "discard_partial", SUPERSEDED_RESOLUTION, FOLLOW_UP_RESOLUTION}
+    {
+        "regenerate",
+        "continue",
+        "keep_partial",
+        "discard_partial",
+        SUPERSEDED_RESOLUTION,
+        FOLLOW_UP_RESOLUTION,
+        INTERRUPTED_RESOLUTION,
+    }
 )
 
 
@@ -54,6 +64,7 @@ class CancelledBy(models.TextChoices):
     USER = "user", _("the user")
     STAFF = "staff", _("support staff")
     SYSTEM = "system", _("the system")
+    FOLLOW_UP = "follow_up", _("a follow-up message")
 
 
 class Run(models.Model):

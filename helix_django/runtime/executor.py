@@ -60,10 +60,18 @@ class Executor:
         trigger: str = "submit-message",
         message_id: str | None = None,
         user: Any = None,
+        multitask: str | None = None,
     ) -> RunHandle:
         """Start the run a chat request asks for (:func:`.sends.execute`: what it starts, what it raises)."""
         return await sends.execute(
-            self.starts, session, messages, request_key=request_key, trigger=trigger, message_id=message_id, user=user
+            self.starts,
+            session,
+            messages,
+            request_key=request_key,
+            trigger=trigger,
+            message_id=message_id,
+            user=user,
+            multitask=multitask,
         )
 
     def start_send_in_thread(

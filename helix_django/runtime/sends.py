@@ -29,10 +29,16 @@ from django.db import DatabaseError, IntegrityError
 from django.utils.translation import gettext_lazy
 
 from helix_django import store
-from helix_django.errors import AlreadyRunningError, RunStartConflictError, StreamFenceError, ValidationError
+from helix_django.errors import (
+    AlreadyRunningError,
+    RunNotActionableError,
+    RunStartConflictError,
+    StreamFenceError,
+    ValidationError,
+)
 from helix_django.ids import validate_request_key
-from helix_django.models import ChatSession, Run, RunStatus
-from helix_django.runtime import guards, restarts, tool_results
+from helix_django.models import CancelledBy, ChatSession, Run, RunStatus
+from helix_django.runtime import cancels, guards, multitask, restarts, tool_results
 from helix_django.runtime import requests as rq
 from helix_django.runtime.entries import acurrent_run, typed, typed_errors
 from helix_django.runtime.followups import asettle_pending_calls
@@ -69,14 +75,16 @@ async def execute(
     trigger: str = "submit-message",
     message_id: str | None = None,
     user: Any = None,
+    multitask: str | None = None,
 ) -> RunHandle:
     """Start the run a chat request asks for and return its handle once its stream is readable.
 
     A trailing user message is a send; a trailing assistant message carries tool
     results / approval answers; ``trigger="regenerate-message"`` regenerates. An
     unsaved ``session`` (a chat's first send) is created by the send's run-start
-    commit, so a refused request leaves no session behind. Raises
-    ValidationError, AlreadyRunningError (``state_already_running``),
+    commit, so a refused request leaves no session behind. ``multitask``: the strategy
+    the request names for a send that meets a live run (:mod:`.multitask`; None: the
+    agent's). Raises ValidationError, AlreadyRunningError (``state_already_running``),
     RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
     """
     if request_key is not None:
@@ -99,7 +107,7 @@ async def execute(
     if message_id:  # an edited message: the conversation rewinds to its row first
         request.truncate_to = await rq.auser_position(session.id, message_id)
     try:
-        return await _start_send(starts, session, request, user, messages)
+        return await _start_send(starts, session, request, user, messages, multitask)
     except (AlreadyRunningError, RunStartConflictError, IntegrityError):
         duplicate = await starts.keyed_duplicate(session, request_key, digest) if request_key else None
         if duplicate is not None:
@@ -108,7 +116,12 @@ async def execute(
 
 
 async def _start_send(
-    starts: RunStarts, session: ChatSession, request: store.RunStartRequest, user: Any, messages: list[dict[str, Any]]
+    starts: RunStarts,
+    session: ChatSession,
+    request: store.RunStartRequest,
+    user: Any,
+    messages: list[dict[str, Any]],
+    requested: str | None,
 ) -> RunHandle:
     """Start a send optimistically; the session's current run is examined only if it is live.
 
@@ -117,20 +130,43 @@ async def _start_send(
     for client tools is superseded (a compare-and-set on it) and its pending calls are
     finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
     that ended since the failed start is left alone; then the start is tried once more.
-    Raises AlreadyRunningError while the live run still executes (or another is live).
+    A run still executing is stopped for the send when its strategy is ``interrupt``
+    (``requested``, else the agent's: :mod:`.multitask`). Raises AlreadyRunningError while
+    the live run still executes under ``reject`` (or another is live).
     """
     try:
         return await starts.launch(session, Launch(request), user=user)
     except AlreadyRunningError:
         current = await acurrent_run(session.id)
         if current is not None and current.is_live:
-            if starts.runs.is_local(current.id):
-                raise
-            if current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
+            executing = starts.runs.is_local(current.id)
+            if not executing and current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
                 request.supersede_live, request.expected_current_run_id = True, current.id
                 return await _supersede_waiting(starts, session, request, user, current, messages)
-            if not await starts.retire_if_dead(current):  # a crashed process's run is not "running"
-                raise
+            if executing or not await starts.retire_if_dead(current):  # a crashed process's run is not "running"
+                if multitask.strategy(requested, session.agent) != multitask.INTERRUPT:
+                    raise
+                return await _interrupt(starts, session, request, user, current)
+    return await starts.launch(session, Launch(request), user=user)
+
+
+async def _interrupt(
+    starts: RunStarts, session: ChatSession, request: store.RunStartRequest, user: Any, live: Run
+) -> RunHandle:
+    """Stop ``live`` for the send as the owner's Stop stops it, then start the send (multitask ``interrupt``).
+
+    The run ends ``cancelled`` with ``cancelled_by: follow_up``, its partial answer kept
+    (:func:`~helix_django.runtime.cancels.cancel`); the send's run-start commit records
+    the interruption as its resolution. A run that ended otherwise meanwhile is left as it
+    ended. Raises AlreadyRunningError when the run is still ending after the cancel's wait
+    (or another run started first).
+    """
+    try:
+        await cancels.cancel(starts.runs, session=session, run_id=live.id, by=CancelledBy.FOLLOW_UP)
+    except RunNotActionableError:
+        pass  # it ended otherwise: nothing to stop, the send starts after it
+    else:
+        request.interrupted_run_id = live.id
     return await starts.launch(session, Launch(request), user=user)
 
 

@@ -37,7 +37,7 @@ from helix_django.models.session import default_agent
 from helix_django.orm import retrying, sync_to_async
 from helix_django.store import reads
 from helix_django.store.inserts import insert
-from helix_django.store.recovery import record_resolution
+from helix_django.store.recovery import record_interruption, record_resolution
 from helix_django.store.rows import insert_checkpoint, lock_fence, lock_session, save_session, write_message
 
 _UNSET: Any = object()
@@ -73,6 +73,9 @@ class RunStartRequest:
     the run's task then writes no status of its own). ``read_context``: also read, in the
     same transaction, the committed rows before the response message (the result's
     ``context``: the conversation the run's model is sent, without a hop of its own).
+    ``interrupted_run_id``: the live run this send stopped for itself (multitask
+    ``interrupt``); the commit records it as that run's resolution
+    (:func:`~helix_django.store.recovery.record_interruption`).
     """
 
     session_id: str
@@ -97,6 +100,7 @@ class RunStartRequest:
     in_transaction: Callable[[RunStartResult], Any] | None = None
     status: str = RunStatus.STARTING
     read_context: bool = False
+    interrupted_run_id: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +247,9 @@ def _start_run(request: RunStartRequest, *, create: bool) -> RunStartResult:
         if create:  # one INSERT with its final fields (foreign keys are checked at commit)
             insert(session)
         insert(run)
-        if earlier_run_id and earlier_run_id not in live:
+        if earlier_run_id and earlier_run_id == request.interrupted_run_id:
+            record_interruption(earlier_run_id, by_run_id=run_id)
+        elif earlier_run_id and earlier_run_id not in live:
             # The run this one follows is resolved by it (000, "Recovery actions"), whichever surface started it.
             resolution = RESOLUTION_OF_KIND.get(request.kind, FOLLOW_UP_RESOLUTION)
             record_resolution(earlier_run_id, resolution, by_run_id=run_id)

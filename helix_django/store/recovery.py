@@ -14,14 +14,16 @@ from helix_django.errors import (
 )
 from helix_django.models import (
     LIVE_STATUSES,
+    CancelledBy,
     Checkpoint,
     CheckpointKind,
     Message,
     Run,
+    RunStatus,
     ToolExecution,
     ToolExecutionStatus,
 )
-from helix_django.models.run import RESOLUTIONS, RESOLVABLE_STATUSES
+from helix_django.models.run import INTERRUPTED_RESOLUTION, RESOLUTIONS, RESOLVABLE_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.store import reads
 from helix_django.store.rows import insert_checkpoint, lock_session
@@ -61,6 +63,18 @@ def record_resolution(run_id: str, action: str, *, by_run_id: str = "") -> bool:
     """
     runs = Run.objects.filter(pk=run_id, status__in=RESOLVABLE_STATUSES).exclude(recovery_action__in=RESOLUTIONS)
     return bool(runs.update(recovery_action=action, resolved_by=by_run_id))
+
+
+def record_interruption(run_id: str, *, by_run_id: str) -> bool:
+    """Record that run ``by_run_id`` stopped run ``run_id`` for itself (multitask ``interrupt``).
+
+    Sets ``recovery_action`` to ``interrupted_by_follow_up`` and ``resolved_by``, only on a
+    run cancelled with ``cancelled_by: follow_up`` and not yet resolved (a compare-and-set:
+    False, writing nothing, otherwise; a Stop of the owner's that came first stays the
+    owner's).
+    """
+    runs = Run.objects.filter(pk=run_id, status=RunStatus.CANCELLED, cancelled_by=CancelledBy.FOLLOW_UP, resolved_by="")
+    return bool(runs.update(recovery_action=INTERRUPTED_RESOLUTION, resolved_by=by_run_id))
 
 
 def claim_partial_decision(run_id: str, action: str) -> bool:

@@ -89,7 +89,20 @@ _ROLES = ("user", "assistant", "system")
 _tool_part_type = re.compile(TOOL_PART_TYPE)
 #: Field names a refusal may name (any other key of a body is ``*``, never echoed).
 KNOWN_FIELDS = frozenset(
-    {"id", "messages", "message", "trigger", "messageId", "role", "parts", "type", "metadata", "text", "toolCallId"}
+    {
+        "id",
+        "messages",
+        "message",
+        "trigger",
+        "messageId",
+        "multitask",
+        "role",
+        "parts",
+        "type",
+        "metadata",
+        "text",
+        "toolCallId",
+    }
 )
 
 

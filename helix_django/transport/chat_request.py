@@ -2,8 +2,9 @@
 
 Headers: ``X-Resume-From-Sequence`` (fallback ``Last-Event-ID``, then the
 ``resumeFromSequence`` query parameter), ``X-Existing-Message-Id``,
-``X-Helix-Replay-Prefix: 1`` and ``X-Helix-Request-Key``; each single-valued header given
-twice is refused. The body is checked by :mod:`helix_django.transport.chat_body`. Every
+``X-Helix-Replay-Prefix: 1``, ``X-Helix-Request-Key`` and ``X-Helix-Multitask`` (the body
+field ``multitask`` wins over it); each single-valued header given twice is refused. The
+body is checked by :mod:`helix_django.transport.chat_body`. Every
 failure is a ValidationError (400) that names the field, never its value.
 """
 
@@ -17,7 +18,8 @@ from django.utils.translation import gettext_lazy
 from helix_django.errors import ValidationError
 from helix_django.ids import validate_message_id, validate_request_key, validate_session_id
 from helix_django.jsonbody import load_json, run_off_loop
-from helix_django.transport.chat_body import KNOWN_FIELDS, parse_body, validate_body
+from helix_django.runtime.multitask import parse_multitask
+from helix_django.transport.chat_body import KNOWN_FIELDS, validate_body
 from helix_django.transport.http import request_cursor, single_header
 
 
@@ -41,6 +43,8 @@ class ChatRequest:
     trigger: str = "submit-message"
     message_id: str | None = None
     """The body's ``messageId`` (an edited user message or the regenerated assistant message)."""
+    multitask: str | None = None
+    """What a send does if an answer is live: body ``multitask``, else ``X-Helix-Multitask`` (None: the agent's)."""
 
     @property
     def has_messages(self) -> bool:
@@ -56,7 +60,9 @@ def parse_chat_request(scope: dict[str, Any], session_id: str, body: bytes) -> C
     """
     request = parse_chat_headers(scope, session_id)
     if request.method == "POST" and body.strip():
-        _apply_body(request, parse_body(body))
+        decoded = load_json(body, known_fields=KNOWN_FIELDS)
+        _apply_body(request, validate_body(decoded))
+        _apply_multitask(request, decoded)
     return request
 
 
@@ -79,7 +85,14 @@ async def aparse_chat_request(scope: dict[str, Any], session_id: str, body: byte
             _apply_body(request, validate_body(decoded))
         else:
             _apply_body(request, await run_off_loop(validate_body, decoded))
+        _apply_multitask(request, decoded)
     return request
+
+
+def _apply_multitask(request: ChatRequest, decoded: Any) -> None:
+    """Take the body's ``multitask`` field over the header's. Raises ValidationError (``cause: "multitask"``)."""
+    if isinstance(decoded, dict) and "multitask" in decoded:
+        request.multitask = parse_multitask(decoded["multitask"]) or request.multitask
 
 
 def _apply_body(request: ChatRequest, parsed: tuple[list[dict[str, Any]], str, str | None, str | None]) -> None:
@@ -109,4 +122,5 @@ def parse_chat_headers(scope: dict[str, Any], session_id: str) -> ChatRequest:
     key = single_header(scope, "x-helix-request-key")
     if key:
         request.request_key = validate_request_key(key)
+    request.multitask = parse_multitask(single_header(scope, "x-helix-multitask"))
     return request

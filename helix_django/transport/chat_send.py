@@ -47,6 +47,7 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
         trigger=request.trigger,
         message_id=request.message_id,
         user=identity.user,
+        multitask=request.multitask,
     )
     handle = await completes_despite_cancel(execute)
     return await plan_handle(request, session, handle)

@@ -51,6 +51,7 @@ from helix_django.limits import request_too_large
 from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
 from helix_django.runtime.executor import get_executor
+from helix_django.runtime.multitask import parse_multitask
 from helix_django.streams import get_stream_manager
 from helix_django.streams.reader import ResumableReader
 from helix_django.transport.auth import Identity, authenticate_socket
@@ -184,6 +185,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
         body = {k: content[k] for k in ("messages", "message", "trigger", "messageId") if k in content}
         messages, trigger, message_id, _ = await run_off_loop(validate_body, body)
         key = content.get("request_key")
+        strategy = parse_multitask(content.get("multitask"))
         # Once begun, a send's start finishes even if this consumer is cancelled (its run is opened).
         handle = await completes_despite_cancel(
             get_executor().execute(
@@ -193,6 +195,7 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 trigger=trigger,
                 message_id=message_id,
                 user=self._identity().user,
+                multitask=strategy,
             )
         )
         await self.send_json(run_frame(handle))
