@@ -15,6 +15,7 @@ from helix_django.conf import DEFAULTS, SettingImportError, helix_settings, impo
 from helix_django.limits import check_limits
 from helix_django.models import ChatSession, Run
 from helix_django.runtime.launchers import load_launcher
+from helix_django.runtime.multitask import STRATEGIES
 from helix_django.runtime.providers.scripted import ScriptedProvider
 from helix_django.runtime.tools import load_tools
 
@@ -68,6 +69,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
                 )
             )
         messages.extend(_check_tools(name, agent))
+        messages.extend(_check_multitask(name, agent))
     if helix_settings.DEFAULT_AGENT not in (helix_settings.AGENTS or {}):
         messages.append(
             Warning(
@@ -189,6 +191,20 @@ def _check_tools(name: str, agent: Any) -> list[Any]:
                 )
             ]
     return []
+
+
+def _check_multitask(name: str, agent: Any) -> list[Any]:
+    """An agent's ``MULTITASK`` that names no strategy (every send meeting a live answer would fail)."""
+    if not isinstance(agent, dict) or "MULTITASK" not in agent or agent["MULTITASK"] in STRATEGIES:
+        return []
+    return [
+        Error(
+            f"Agent {name!r}: MULTITASK is not a multitask strategy.",
+            hint=f"HELIX['AGENTS'][name]['MULTITASK'] is one of {', '.join(STRATEGIES)} (default reject); "
+            "see docs/transport.md, 'A message sent while an answer is being written'.",
+            id="helix_django.E009",
+        )
+    ]
 
 
 #: Database vendors the store and the database stream manager are written for.

@@ -7,7 +7,7 @@
      "latestTruncateCheckpointId": int|None, "errorDetail"?: {...},
      "checkpointId": int|None, "stepCount": int,
      "runId": str|None, "runStatus": str|None,        # helix extras
-     "cancelledBy"?: "user"|"staff"|"system"}
+     "cancelledBy"?: "user"|"staff"|"system"|"follow_up"}
 
 or None when the session does not exist. ``runId``/``runStatus`` are extra fields so a
 client can tell a cancelled or interrupted turn from a completed one; ``cancelledBy``

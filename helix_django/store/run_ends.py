@@ -63,7 +63,7 @@ def helix_metadata(run_id: str, status: str, *, cancelled_by: str = "") -> dict[
     """Return a response message's ``helix`` metadata: ``{runId, status, partial, cancelledBy?}``.
 
     ``partial`` is true for every status but ``completed`` (000, "Store partial output
-    explicitly"); ``cancelledBy`` (``user`` | ``staff`` | ``system``) only for a cancelled
+    explicitly"); ``cancelledBy`` (``user`` | ``staff`` | ``system`` | ``follow_up``) only for a cancelled
     run whose canceller is known (the chat says who stopped it).
     """
     metadata: dict[str, Any] = {"runId": run_id, "status": status, "partial": status != RunStatus.COMPLETED}

@@ -44,6 +44,18 @@ def test_an_agents_tool_that_cannot_be_loaded_is_an_error(entry):
     assert entry in messages[0].msg and messages[0].hint
 
 
+@pytest.mark.parametrize("value", ["queue", "", None, 1])
+def test_an_agents_unknown_multitask_strategy_is_an_error(value):
+    """Every send meeting a live answer would fail with ImproperlyConfigured; check names the agent."""
+    with override_settings(HELIX={"AGENTS": {"default": {"PROVIDER": SCRIPTED, "MULTITASK": value}}}):
+        messages = check_settings()
+    assert ids(messages) == ["helix_django.E009"]
+    assert "'default'" in messages[0].msg and "interrupt" in messages[0].hint
+    for strategy in ("reject", "interrupt"):
+        with override_settings(HELIX={"AGENTS": {"default": {"PROVIDER": SCRIPTED, "MULTITASK": strategy}}}):
+            assert ids(check_settings()) == []
+
+
 def test_a_default_agent_missing_from_the_agents_is_an_error():
     """Found by a new user (seventeenth session): every send was refused agent_unknown and check said nothing."""
     with override_settings(HELIX={"AGENTS": {"support": {"PROVIDER": SCRIPTED}}}):

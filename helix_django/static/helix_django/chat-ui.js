@@ -31,6 +31,7 @@ const PARTIAL_LABELS = () => ({
 const CANCELLED_BY_LABELS = () => ({
   staff: [gettext("Stopped by support"), gettext("Support staff stopped this answer; this is the text it had written.")],
   system: [gettext("Stopped"), gettext("The system stopped this answer; this is the text it had written.")],
+  follow_up: [gettext("Stopped"), gettext("Your next message stopped this answer; this is the text it had written.")],
 });
 
 function partialLabel(status, cancelledBy) {
