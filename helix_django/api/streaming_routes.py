@@ -20,6 +20,7 @@ from rest_framework.request import Request
 
 from helix_django.api.base import HelixAPIView
 from helix_django.errors import RouteNotWiredError
+from helix_django.runtime.multitask import STRATEGIES
 
 
 class NotWiredView(HelixAPIView):
@@ -29,8 +30,10 @@ class NotWiredView(HelixAPIView):
         raise RouteNotWiredError()
 
 
-def _header(name: str, description: str, type_: Any = OpenApiTypes.STR) -> OpenApiParameter:
-    return OpenApiParameter(name, type_, OpenApiParameter.HEADER, required=False, description=description)
+def _header(
+    name: str, description: str, type_: Any = OpenApiTypes.STR, enum: list[str] | None = None
+) -> OpenApiParameter:
+    return OpenApiParameter(name, type_, OpenApiParameter.HEADER, required=False, description=description, enum=enum)
 
 
 CURSOR_HEADERS = [
@@ -42,6 +45,12 @@ CHAT_HEADERS = [
     _header("X-Existing-Message-Id", "The assistant message the client already shows (resume into it)."),
     _header("X-Helix-Replay-Prefix", "`1`: replay the message's chunks up to the cursor first (C-1)."),
     _header("X-Helix-Request-Key", "Idempotency key of a send; a retried send attaches to the same run."),
+    _header(
+        "X-Helix-Multitask",
+        "What a send does while an answer is live: `reject` (409 state_already_running) or `interrupt` "
+        "(the live answer is stopped, its partial kept); default: the agent's MULTITASK (reject).",
+        enum=list(STRATEGIES),
+    ),
 ]
 UI_STREAM = OpenApiResponse(
     OpenApiTypes.STR,
@@ -55,6 +64,9 @@ CHAT_BODY = inline_serializer(
         "messages": serializers.ListField(child=serializers.DictField(), help_text="AI SDK UIMessages."),
         "trigger": serializers.ChoiceField(choices=["submit-message", "regenerate-message"], required=False),
         "messageId": serializers.CharField(required=False),
+        "multitask": serializers.ChoiceField(
+            choices=list(STRATEGIES), required=False, help_text="X-Helix-Multitask's value; the body field wins."
+        ),
     },
 )
 
