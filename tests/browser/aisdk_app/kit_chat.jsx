@@ -1,5 +1,5 @@
 // docs/aisdk.md, "The client kit": the whole of the user's code for cursor resume,
-// re-attach, resync, Stop and typed errors (tests/browser/test_aisdk_react_app.py runs it).
+// re-attach, resync, Stop, recovery actions and typed errors (tests/browser runs it).
 import { useMemo } from "react";
 import { helixTransport, snapshotResumeOptions, useHelixChat } from "helix-ai-sdk/react";
 
@@ -16,13 +16,12 @@ export function KitChat({ sessionId, snapshot, render }) {
     resume: target.resume, // true only while a run is live
     resync: {}, // re-attach after a drop, re-anchor on the snapshot
   });
+  // chat: messages, status, stop() (cancels the run on the server), retry() (re-sends an
+  // unsent message under its request key), and an interrupted answer's recovery actions:
+  // continueRun(), keep(), discard(), regenerateRun(), checkStatus(), recovery() (which apply).
   return render({
-    messages: chat.messages,
-    status: chat.status,
+    ...chat,
     error: chat.helixError?.code ?? (chat.error ? "untyped" : null),
     send: (text) => chat.sendMessage({ text }),
-    stop: chat.stop, // cancels the run on the server
-    retry: chat.retry, // re-sends the failed message under its request key
-    checkStatus: chat.checkStatus, // asks the provider about an interrupted answer
   });
 }

@@ -5,9 +5,17 @@ import { test } from "node:test";
 
 import {
   HelixRequestError,
+  RECOVERY_ACTIONS,
   checkRunStatus,
+  continueRun,
   createCursorFetch,
+  discardRun,
   helixTransport,
+  holdsTurn,
+  keepRun,
+  lastUserMessageId,
+  recoveryInventory,
+  regenerateRun,
   isReattachable,
   isResyncTrigger,
   newStreamState,
@@ -231,4 +239,53 @@ test("Check status posts to the run's check_status route with the CSRF header an
   } finally {
     delete globalThis.document;
   }
+});
+
+test("every recovery action posts to its run route with CSRF; the inventory is read; the transport binds them", async () => {
+  globalThis.document = { cookie: "csrftoken=tok", getElementById: () => null };
+  const calls = [];
+  const json = (status, body) => new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
+  const fetch = async (url, init = {}) => {
+    calls.push({ url, method: init.method || "GET", csrf: (init.headers || {})["X-CSRFToken"] });
+    if (url.endsWith("/snapshot")) return json(200, { runId: "run_7", messages: [], streamSequence: 1 });
+    if (url.endsWith("/recovery")) return json(200, { runId: "run_7", status: "interrupted", recoveryAction: "", actions: {} });
+    const action = url.split("/").at(-1);
+    return json(200, { action, runId: "run_7", outcome: "done", newRunId: action === "continue" ? "run_8" : "" });
+  };
+  try {
+    assert.deepEqual([...RECOVERY_ACTIONS], ["continue", "keep", "discard", "regenerate", "check_status"]);
+    const options = { sessionId: "s1", runId: "run_7", fetch };
+    assert.equal((await continueRun(options)).newRunId, "run_8");
+    assert.equal((await keepRun(options)).action, "keep");
+    assert.equal((await discardRun(options)).action, "discard");
+    assert.equal((await regenerateRun(options)).action, "regenerate");
+    assert.equal((await recoveryInventory(options)).status, "interrupted");
+    assert.deepEqual(
+      calls.map((c) => [c.method, c.url.replace("/helix/api/sessions/s1/runs/run_7/", ""), c.csrf]),
+      [
+        ["POST", "continue", "tok"],
+        ["POST", "keep", "tok"],
+        ["POST", "discard", "tok"],
+        ["POST", "regenerate", "tok"],
+        ["GET", "recovery", undefined],
+      ],
+    );
+    calls.length = 0;
+    class DefaultChatTransport {}
+    const { helix } = helixTransport({ sessionId: "s1", fetch, DefaultChatTransport });
+    assert.equal((await helix.keep()).action, "keep"); // the chat's current run, from the snapshot
+    assert.deepEqual(calls.map((c) => c.url.split("/").at(-1)), ["snapshot", "keep"]);
+  } finally {
+    delete globalThis.document;
+  }
+});
+
+test("a snapshot holds a turn only when it has that user message", () => {
+  const snapshot = { messages: [{ id: "u1", role: "user" }, { id: "a1", role: "assistant" }] };
+  assert.equal(holdsTurn(snapshot, "u1"), true);
+  assert.equal(holdsTurn(snapshot, "u2"), false);
+  assert.equal(holdsTurn(snapshot, "a1"), false);
+  assert.equal(holdsTurn(null, "u1"), false);
+  assert.equal(lastUserMessageId([{ id: "u1", role: "user" }, { id: "a1", role: "assistant" }, { id: "u2", role: "user" }]), "u2");
+  assert.equal(lastUserMessageId([]), null);
 });
