@@ -51,6 +51,17 @@ async def ahand_over(run: Run, executor: Reattacher, owner: str) -> bool:
     ``recovering`` under ``owner``'s lease when it got there, for the caller's next step.
     Raises what the executor raises (StreamConnectionError).
     """
+    if not await amove_to_recovering(run, owner):
+        return False
+    return await executor.reattach(run.id)
+
+
+async def amove_to_recovering(run: Run, owner: str) -> bool:
+    """Move ``run`` (from its status, or ``recovering`` already) to ``recovering`` under ``owner``'s lease.
+
+    A compare-and-set (``LEASE_SECONDS``): False, writing nothing, when the run changed
+    meanwhile; True sets ``run.status`` to ``recovering`` in memory too.
+    """
     moved = await store.atransition_run(
         run.id,
         frozenset({run.status, RunStatus.RECOVERING}),
@@ -58,7 +69,6 @@ async def ahand_over(run: Run, executor: Reattacher, owner: str) -> bool:
         lease_owner=owner,
         lease_seconds=helix_settings.LEASE_SECONDS,
     )
-    if not moved:
-        return False
-    run.status = RunStatus.RECOVERING
-    return await executor.reattach(run.id)
+    if moved:
+        run.status = RunStatus.RECOVERING
+    return moved

@@ -43,7 +43,7 @@ from helix_django.orm import sync_to_async
 from helix_django.processes import is_certainly_gone, lease_owner_id
 from helix_django.recovery.cancels import arevisit_unclear_cancels
 from helix_django.recovery.follow import afollow_operation
-from helix_django.recovery.handover import Reattacher, ahand_over, reattach_reason
+from helix_django.recovery.handover import Reattacher, ahand_over, amove_to_recovering, reattach_reason
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
 from helix_django.recovery.provider import acancel_operation, aquery_operation
@@ -242,13 +242,7 @@ async def _start_following(run: Run, followers: list[asyncio.Task[str]]) -> bool
     if helix_settings.OPERATION_WAIT_SECONDS <= 0:
         return False
     owner = SCAN_OWNER()
-    moved = await store.atransition_run(
-        run.id,
-        frozenset({run.status, RunStatus.RECOVERING}),
-        RunStatus.RECOVERING,
-        lease_owner=owner,
-        lease_seconds=helix_settings.LEASE_SECONDS,
-    )
+    moved = await amove_to_recovering(run, owner)
     if moved:
         followers.append(asyncio.ensure_future(afollow_operation(run.id, owner)))
     return moved
