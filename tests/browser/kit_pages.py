@@ -22,8 +22,8 @@ from tests.browser.conftest import make_user, sign_in
 from tests.browser.react_app import build_app
 from tests.browser.test_the_chat_page_checks_the_status_of_an_interrupted_answer import (
     PARTIAL,
-    agent,
     interrupted_while_generating,
+    site_on,
 )
 
 
@@ -43,14 +43,7 @@ def kit_page_on_an_interrupted_answer(browser, daphne_server_factory, settings) 
     dist = build_app("ai6")
     gate = threading.Event()
     with FakeOpenAI() as model:
-        helix = {"AGENTS": {"default": agent(model)}, "OPERATION_WAIT_SECONDS": 0}
-        settings.HELIX = {**settings.HELIX, **helix}
-        site = daphne_server_factory(
-            asgi_app="example_project.asgi:application",
-            settings_module="tests.browser.settings",
-            helix=helix,
-            env={"HELIX_TEST_STATIC_DIRS": f"aisdk-app={dist}"},
-        )
+        site = site_on(model, daphne_server_factory, settings, env={"HELIX_TEST_STATIC_DIRS": f"aisdk-app={dist}"})
         user, password = make_user()
         with ThreadPoolExecutor(1) as pool:  # off Playwright's event loop (the setup uses async_to_sync)
             flight = pool.submit(interrupted_while_generating, model, gate, user).result(60)

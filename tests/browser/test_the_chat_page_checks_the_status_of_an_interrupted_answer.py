@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -56,6 +57,20 @@ def start_background(model: FakeOpenAI, gate: threading.Event) -> str:
     return async_to_sync(first_event)()
 
 
+def site_on(model: FakeOpenAI, daphne_server_factory, settings, **server) -> Any:
+    """Start the example site whose default agent answers from ``model`` in background mode.
+
+    The relaunch scan does not follow operations (``OPERATION_WAIT_SECONDS`` 0): it ends a
+    run ``interrupted``, which Check status then reconciles. ``server``: more arguments
+    for the daphne factory (``env=...``).
+    """
+    helix = {"AGENTS": {"default": agent(model)}, "OPERATION_WAIT_SECONDS": 0}
+    settings.HELIX = {**settings.HELIX, **helix}
+    return daphne_server_factory(
+        asgi_app="example_project.asgi:application", settings_module="tests.browser.settings", helix=helix, **server
+    )
+
+
 def interrupted_while_generating(model: FakeOpenAI, gate: threading.Event, user) -> InFlight:
     """``user``'s answer, interrupted by the scan while its background response is held ``in_progress``."""
     flight = InFlight("s-check-page", owner=user, provider="openai", operation_id=start_background(model, gate))
@@ -68,11 +83,7 @@ def interrupted_while_generating(model: FakeOpenAI, gate: threading.Event, user)
 def test_the_check_status_chip_completes_an_answer_the_model_finished(browser, daphne_server_factory, settings):
     gate = threading.Event()
     with FakeOpenAI() as model:
-        helix = {"AGENTS": {"default": agent(model)}, "OPERATION_WAIT_SECONDS": 0}
-        settings.HELIX = {**settings.HELIX, **helix}
-        site = daphne_server_factory(
-            asgi_app="example_project.asgi:application", settings_module="tests.browser.settings", helix=helix
-        )
+        site = site_on(model, daphne_server_factory, settings)
         user, password = make_user()
         with ThreadPoolExecutor(1) as pool:  # off Playwright's event loop (the setup uses async_to_sync)
             flight = pool.submit(interrupted_while_generating, model, gate, user).result(60)
@@ -114,11 +125,7 @@ def test_the_check_status_chip_of_a_stopped_answer_cancels_what_the_model_still_
 ):
     gate = threading.Event()
     with FakeOpenAI() as model:
-        helix = {"AGENTS": {"default": agent(model)}, "OPERATION_WAIT_SECONDS": 0}
-        settings.HELIX = {**settings.HELIX, **helix}
-        site = daphne_server_factory(
-            asgi_app="example_project.asgi:application", settings_module="tests.browser.settings", helix=helix
-        )
+        site = site_on(model, daphne_server_factory, settings)
         user, password = make_user()
         with ThreadPoolExecutor(1) as pool:
             flight = pool.submit(stopped_with_an_unclear_cancel, model, gate, user).result(60)
