@@ -62,7 +62,9 @@ def test_the_demo_starts_without_the_http2_notice(tmp_path):
         start_new_session=True,
     )
     try:
-        output = read_until(process, f"Listening on TCP address 127.0.0.1:{port}", 90)
+        output = read_until(
+            process, f"Listening on TCP address 127.0.0.1:{port}", 300
+        )  # set-up and migrations on a loaded CI machine
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=20)
