@@ -7,11 +7,14 @@
      "latestTruncateCheckpointId": int|None, "errorDetail"?: {...},
      "checkpointId": int|None, "stepCount": int,
      "runId": str|None, "runStatus": str|None,        # helix extras
-     "cancelledBy"?: "user"|"staff"|"system"|"follow_up"}
+     "cancelledBy"?: "user"|"staff"|"system"|"follow_up",
+     "queuedMessages"?: [{id, role, parts, metadata, queuedMessageId, createdAt}]}
 
 or None when the session does not exist. ``runId``/``runStatus`` are extra fields so a
 client can tell a cancelled or interrupted turn from a completed one; ``cancelledBy``
-(a cancelled run whose canceller is known) says who stopped it.
+(a cancelled run whose canceller is known) says who stopped it. ``queuedMessages`` lists
+the messages waiting to start after the live run (multitask ``enqueue``), oldest first;
+absent when none waits.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from helix_django.conf import helix_settings
 from helix_django.errors import HistoryIncompleteError, ValidationError, store_error_for
 from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Run, RunStatus
 from helix_django.orm import sync_to_async
+from helix_django.store.queued import queued_messages
 from helix_django.store.reads import Row, read_rows
 from helix_django.streams import get_stream_manager
 from helix_django.streams.base import FAILED, PAUSED, StreamInfo
@@ -122,13 +126,17 @@ def _read_fence(session_id: str) -> tuple[str | None, str | None, int | None] | 
     return None if row is None else tuple(row)
 
 
-def _read_pass(session_id: str) -> tuple[tuple, Checkpoint | None, list[Row], tuple | None]:
-    """One fenced pass in one thread hop: head, latest checkpoint and its rows, fence."""
+def _read_pass(session_id: str) -> tuple[tuple, Checkpoint | None, list[Row], list[dict[str, Any]], tuple | None]:
+    """One fenced pass in one thread hop: head, latest checkpoint and its rows, waiting messages, fence.
+
+    A waiting message that starts during the pass moves the current run: the fence sees it.
+    """
     head = _read_head(session_id)
     if head[0] is None:
-        return head, None, [], None
+        return head, None, [], [], None
     checkpoint, rows = _read_body(session_id)
-    return head, checkpoint, rows, _read_fence(session_id)
+    waiting = [row.ui_message() for row in queued_messages(session_id)]
+    return head, checkpoint, rows, waiting, _read_fence(session_id)
 
 
 async def abuild_snapshot(
@@ -156,7 +164,7 @@ async def abuild_snapshot(
             # bracket the rows (the stream may live in another store, e.g. Redis).
             stream = await manager.get_info(session_id)
             deadline.check("getCheckpoint")
-            (session, run, truncate_id), checkpoint, rows, fence = await read_pass(session_id)
+            (session, run, truncate_id), checkpoint, rows, waiting, fence = await read_pass(session_id)
             if session is None:
                 return None
             deadline.check("getCurrentRun")
@@ -179,7 +187,10 @@ async def abuild_snapshot(
             raise HistoryIncompleteError(cause="short_read")
         if any(row.position != index for index, row in enumerate(rows)):
             raise HistoryIncompleteError(cause="corrupt_row")
-        return _assemble(session, run, stream, checkpoint, rows, status, truncate_id, options)
+        snapshot = _assemble(session, run, stream, checkpoint, rows, status, truncate_id, options)
+        if waiting:
+            snapshot["queuedMessages"] = waiting
+        return snapshot
     raise HistoryIncompleteError(cause="snapshot_unstable")
 
 

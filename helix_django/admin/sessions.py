@@ -1,4 +1,4 @@
-"""Chat sessions in the admin: owner, agent, current run status, message count; messages and runs inline."""
+"""Chat sessions in the admin: owner, agent, current run, message count; messages, queued messages, runs inline."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from helix_django.admin import display
-from helix_django.models import ChatSession, Message, Run
+from helix_django.models import ChatSession, Message, QueuedMessage, Run
 
 
 class MessageInline(admin.TabularInline):
@@ -62,6 +62,32 @@ class RunInline(admin.TabularInline):
         return False
 
 
+class QueuedMessageInline(admin.TabularInline):
+    """Messages sent while an answer was written, to start after it (multitask ``enqueue``), oldest first (read-only).
+
+    ``queued`` ones still wait; ``started`` ones link the run they started; ``removed`` ones
+    their owner took back; ``refused`` ones name the typed error their start met.
+    """
+
+    model = QueuedMessage
+    fields = ("id", "text_preview", "status", "run", "error_code", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = _("queued messages")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    @admin.display(description=_("text"))
+    def text_preview(self, obj: QueuedMessage) -> str:
+        text = "".join(p.get("text", "") for p in obj.message.get("parts", []) if isinstance(p, dict))
+        return text if len(text) <= 120 else text[:119] + "…"
+
+
 @admin.register(ChatSession)
 class ChatSessionAdmin(admin.ModelAdmin):
     """Sessions: who owns them, which agent, how their current generation is doing."""
@@ -102,7 +128,7 @@ class ChatSessionAdmin(admin.ModelAdmin):
         "created_at",
         "updated_at",
     )
-    inlines = (MessageInline, RunInline)
+    inlines = (MessageInline, QueuedMessageInline, RunInline)
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # Only the title is editable: everything else is written by the store.

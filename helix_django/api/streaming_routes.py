@@ -47,8 +47,9 @@ CHAT_HEADERS = [
     _header("X-Helix-Request-Key", "Idempotency key of a send; a retried send attaches to the same run."),
     _header(
         "X-Helix-Multitask",
-        "What a send does while an answer is live: `reject` (409 state_already_running) or `interrupt` "
-        "(the live answer is stopped, its partial kept); default: the agent's MULTITASK (reject).",
+        "What a send does while an answer is live: `reject` (409 state_already_running), `interrupt` "
+        "(the live answer is stopped, its partial kept) or `enqueue` (202: the message is stored and starts "
+        "when the answer ends); default: the agent's MULTITASK (reject).",
         enum=list(STRATEGIES),
     ),
 ]
@@ -56,6 +57,21 @@ UI_STREAM = OpenApiResponse(
     OpenApiTypes.STR,
     description="AI SDK UI message stream over SSE (`text/event-stream`, `x-vercel-ai-ui-message-stream: v1`); "
     "every chunk frame carries its sequence as `id:`; ends with `data: [DONE]` after a real terminal.",
+)
+QUEUED = inline_serializer(
+    "QueuedSend",
+    fields={
+        "queued": inline_serializer(
+            "QueuedMessage",
+            fields={
+                "queuedMessageId": serializers.CharField(help_text="Remove it with DELETE sessions/{id}/queued/{it}."),
+                "messageId": serializers.CharField(help_text="The queued UI message's id."),
+                "position": serializers.IntegerField(help_text="1: the next message to start."),
+                "runId": serializers.CharField(help_text="The live run it waits for."),
+                "duplicate": serializers.BooleanField(help_text="A keyed repeat of a send already queued."),
+            },
+        )
+    },
 )
 CHAT_BODY = inline_serializer(
     "ChatRequest",
@@ -73,7 +89,10 @@ CHAT_BODY = inline_serializer(
 
 @extend_schema(methods=["GET"], parameters=CHAT_HEADERS, responses={(200, "text/event-stream"): UI_STREAM, 204: None})
 @extend_schema(
-    methods=["POST"], parameters=CHAT_HEADERS, request=CHAT_BODY, responses={(200, "text/event-stream"): UI_STREAM}
+    methods=["POST"],
+    parameters=CHAT_HEADERS,
+    request=CHAT_BODY,
+    responses={(200, "text/event-stream"): UI_STREAM, (202, "application/json"): QUEUED},
 )
 class ChatRouteView(NotWiredView):
     """``GET``/``POST sessions/<id>/chat``: the chat route (served by ``ChatConsumer``)."""

@@ -19,6 +19,11 @@ endpoint_patterns = [
     path("sessions/<str:session_id>/", views.SessionDetailView.as_view(), name="session-detail"),
     path("sessions/<str:session_id>/snapshot", views.SnapshotView.as_view(), name="session-snapshot"),
     path("sessions/<str:session_id>/runs/", views.RunListView.as_view(), name="run-list"),
+    path(
+        "sessions/<str:session_id>/queued/<str:queued_message_id>",
+        views.QueuedMessageView.as_view(),
+        name="queued-message",
+    ),
     path("sessions/<str:session_id>/runs/<str:run_id>/cancel", views.RunCancelView.as_view(), name="run-cancel"),
     path(
         "sessions/<str:session_id>/runs/<str:run_id>/tool-results",

@@ -1,4 +1,4 @@
-"""DRF endpoints: sessions, snapshot, runs, cancel, tool results (002, "Wire errors").
+"""DRF endpoints: sessions, snapshot, runs, cancel, tool results, queued messages (002, "Wire errors").
 
 Every view derives from :class:`~helix_django.api.base.HelixAPIView` (helix's policy, wire,
 typed errors and ``Cache-Control: no-store``). A session the caller does not own is 404
@@ -37,6 +37,7 @@ from helix_django.models import ChatSession, Run
 from helix_django.runtime.executor import get_executor
 from helix_django.snapshot import abuild_snapshot
 from helix_django.store import delete_session, get_or_create_session
+from helix_django.store.queued import remove_queued
 
 
 class SnapshotUnavailableError(TransportError):
@@ -197,3 +198,21 @@ class RouteNotFoundView(HelixAPIView):
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         raise RouteNotFoundError()
+
+
+@extend_schema(methods=["DELETE"], request=None, responses={204: OpenApiResponse(description="Removed"), **ERRORS})
+class QueuedMessageView(HelixAPIView):
+    """``DELETE sessions/<id>/queued/<queued_message_id>``: take a queued message back before it starts.
+
+    204 once removed (it never starts). 404 ``state_queued_message_not_found``; 409
+    ``state_queued_message_not_queued`` (``cause``: ``started``, ``removed`` or ``refused``;
+    ``runId`` when it started) for one that no longer waits.
+    """
+
+    operation_ids = {"DELETE": "removeQueuedMessage"}
+    error_statuses = {"DELETE": (409,)}
+
+    def delete(self, request: Request, session_id: str, queued_message_id: str) -> Response:
+        session = self.session(session_id)
+        remove_queued(session.pk, queued_message_id)
+        return Response(status=status.HTTP_204_NO_CONTENT)

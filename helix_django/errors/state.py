@@ -131,3 +131,21 @@ class StreamFailedError(StateError):
 
 class StreamFenceError(RunSupersededError):
     """A stream write by a run that no longer holds the stream's claim."""
+
+
+class QueuedMessageNotFoundError(StateError):
+    """The queued message does not exist in this session (404)."""
+
+    code = "state_queued_message_not_found"
+    http_status = 404
+    default_message = _("Queued message not found")
+
+
+class QueuedMessageNotQueuedError(StateError):
+    """The queued message already started, was removed, or was refused at its start (409).
+
+    ``runId``: the run it started, when it did.
+    """
+
+    code = "state_queued_message_not_queued"
+    default_message = _("This message is no longer queued")

@@ -25,6 +25,9 @@ class Reattacher(Protocol):
     async def reattach(self, run_id: str) -> bool:
         """Go on with the ``recovering`` run ``run_id`` as the same run; True once it executes, False when it cannot."""
 
+    async def start_queued(self) -> int:
+        """Start the queued messages of sessions without a live run; return how many started."""
+
 
 def reattach_reason(result: Any) -> str:
     """Return the scan decision's reason when the run of ``result`` may go on as the same run, else ``""``.

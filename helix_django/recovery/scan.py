@@ -84,6 +84,8 @@ class ScanReport:
 
     decisions: list[RunDecision] = dataclasses.field(default_factory=list)
     is_dry_run: bool = False
+    queued_started: int = 0
+    """Queued messages the scan started (sessions whose last run ended with no start of their next)."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -314,7 +316,8 @@ async def arecover(
     """Run the relaunch scan over every expired in-flight run (module docstring); return the report.
 
     ``executor``: the runtime's, which goes on with runs whose durable operation still runs
-    (``reattached``); without one they are followed (``recovering``).
+    (``reattached``), and starts messages queued in sessions left without a live run
+    (``queued_started``); without one they are followed (``recovering``).
 
     Runs whose provider operation is still running are followed until it ends (at most
     ``OPERATION_WAIT_SECONDS``) before the scan returns: their decision says ``recovering``.
@@ -337,6 +340,8 @@ async def arecover(
         await asyncio.gather(*followers)
     if not dry_run:  # cancels whose provider answer was unclear, asked again (bounded: recovery.cancels)
         await arevisit_unclear_cancels(now)
+    if executor is not None and not dry_run:  # messages queued behind runs whose process stopped
+        report.queued_started = await executor.start_queued()
     counts = {k: v for k, v in report.counts.items() if k in telemetry.ALLOWED_FIELDS}
     # A periodic scan that found nothing is routine: keep it out of INFO logs.
     telemetry.emit("recovery.scan", level=logging.INFO if report.decisions else logging.DEBUG, **counts)

@@ -22,7 +22,8 @@ from helix_django.conf import helix_settings
 from helix_django.errors import RunNotActionableError, RunNotFoundError
 from helix_django.models import CancelledBy, ChatSession, Run
 from helix_django.processes import lease_owner_id
-from helix_django.runtime import cancels, restarts, sends, tool_results
+from helix_django.runtime import cancels, queue_starts, restarts, sends, tool_results
+from helix_django.runtime.enqueue import QueuedSend
 from helix_django.runtime.handles import RunHandle
 from helix_django.runtime.launchers import load_launcher
 from helix_django.runtime.launchers.base import BaseLauncher
@@ -61,8 +62,8 @@ class Executor:
         message_id: str | None = None,
         user: Any = None,
         multitask: str | None = None,
-    ) -> RunHandle:
-        """Start the run a chat request asks for (:func:`.sends.execute`: what it starts, what it raises)."""
+    ) -> RunHandle | QueuedSend:
+        """Start the run a chat request asks for, or queue its message (:func:`.sends.execute`: what it raises)."""
         return await sends.execute(
             self.starts,
             session,
@@ -125,6 +126,10 @@ class Executor:
         if not isinstance(self.launcher, LocalLauncher):
             return False
         return await self.runner.call(areattach(self.runs, self.owner, run_id))
+
+    async def start_queued(self) -> int:
+        """Start the queued messages of sessions without a live run (:func:`.queue_starts.astart_waiting`)."""
+        return await queue_starts.astart_waiting(self)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> str | None:
         """Wait until a run executing here ends or suspends; return its final status (None if not local)."""

@@ -10,6 +10,11 @@ body field ``multitask``; WebSocket ``send`` frame: ``multitask``):
   partial answer kept, marked partial), the new run's start records it as the run's
   resolution (``interrupted_by_follow_up``, ``resolved_by``), and the new turn starts at
   once. One live run per session stays the rule (the run-start commit's check).
+- ``enqueue``: the message is stored durably and the send answered at once (the chat
+  route: ``202`` with the queued message; :mod:`.enqueue`); it starts as a send of its
+  own when the live run ends, whatever its ending, with that answer in its context
+  (:mod:`.queue_starts`). The snapshot lists waiting messages; their owner may remove one
+  before it starts. An edit is never queued (refused as under ``reject``).
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from helix_django.errors import ValidationError
 
 REJECT = "reject"
 INTERRUPT = "interrupt"
+ENQUEUE = "enqueue"
 #: Every strategy a setting or request may name.
-STRATEGIES = (REJECT, INTERRUPT)
+STRATEGIES = (REJECT, INTERRUPT, ENQUEUE)
 
 
 def parse_multitask(value: Any) -> str | None:

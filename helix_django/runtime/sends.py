@@ -40,6 +40,7 @@ from helix_django.ids import validate_request_key
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus
 from helix_django.runtime import cancels, guards, multitask, restarts, tool_results
 from helix_django.runtime import requests as rq
+from helix_django.runtime.enqueue import QueuedSend, aenqueue
 from helix_django.runtime.entries import acurrent_run, typed, typed_errors
 from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Launch, RunHandle
@@ -76,7 +77,7 @@ async def execute(
     message_id: str | None = None,
     user: Any = None,
     multitask: str | None = None,
-) -> RunHandle:
+) -> RunHandle | QueuedSend:
     """Start the run a chat request asks for and return its handle once its stream is readable.
 
     A trailing user message is a send; a trailing assistant message carries tool
@@ -84,7 +85,8 @@ async def execute(
     unsaved ``session`` (a chat's first send) is created by the send's run-start
     commit, so a refused request leaves no session behind. ``multitask``: the strategy
     the request names for a send that meets a live run (:mod:`.multitask`; None: the
-    agent's). Raises ValidationError, AlreadyRunningError (``state_already_running``),
+    agent's); under ``enqueue`` the send is stored and a :class:`~.enqueue.QueuedSend` is
+    returned instead of a handle. Raises ValidationError, AlreadyRunningError (``state_already_running``),
     RequestKeyConflictError / RequestAlreadyCompletedError (``runId``), SessionNotFoundError.
     """
     if request_key is not None:
@@ -122,7 +124,7 @@ async def _start_send(
     user: Any,
     messages: list[dict[str, Any]],
     requested: str | None,
-) -> RunHandle:
+) -> RunHandle | QueuedSend:
     """Start a send optimistically; the session's current run is examined only if it is live.
 
     Most sends find no live run, so they skip reading it (one query and one thread hop
@@ -131,8 +133,9 @@ async def _start_send(
     finished (:mod:`.followups`), a run nobody executes any more is retired, and a run
     that ended since the failed start is left alone; then the start is tried once more.
     A run still executing is stopped for the send when its strategy is ``interrupt``
-    (``requested``, else the agent's: :mod:`.multitask`). Raises AlreadyRunningError while
-    the live run still executes under ``reject`` (or another is live).
+    (``requested``, else the agent's: :mod:`.multitask`), or the send is stored to start
+    after it under ``enqueue`` (:mod:`.enqueue`). Raises AlreadyRunningError while the live
+    run still executes under ``reject`` (or another is live).
     """
     try:
         return await starts.launch(session, Launch(request), user=user)
@@ -144,7 +147,10 @@ async def _start_send(
                 request.supersede_live, request.expected_current_run_id = True, current.id
                 return await _supersede_waiting(starts, session, request, user, current, messages)
             if executing or not await starts.retire_if_dead(current):  # a crashed process's run is not "running"
-                if multitask.strategy(requested, session.agent) != multitask.INTERRUPT:
+                chosen = multitask.strategy(requested, session.agent)
+                if chosen == multitask.ENQUEUE:
+                    return await aenqueue(request, messages[-1], current)
+                if chosen != multitask.INTERRUPT:
                     raise
                 return await _interrupt(starts, session, request, user, current)
     return await starts.launch(session, Launch(request), user=user)

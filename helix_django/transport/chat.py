@@ -55,7 +55,7 @@ from helix_django.transport.http import (
     run_until_disconnect,
 )
 from helix_django.transport.plan import ResponsePlan, plan_frames
-from helix_django.transport.responses import log_unexpected, send_empty, send_error
+from helix_django.transport.responses import log_unexpected, send_empty, send_error, send_json
 from helix_django.transport.resume import plan_resume
 from helix_django.transport.wire_ui import UI_STREAM_HEADERS
 
@@ -237,6 +237,10 @@ class ChatConsumer:
         if plan.status == 204:
             await watch.close()
             await send_empty(send, 204, headers=headers)
+            return
+        if plan.queued is not None:
+            await watch.close()
+            await send_json(send, 202, {"queued": plan.queued}, headers=headers)
             return
         response = StreamedResponse(send, receive, heartbeat_seconds=helix_settings.HEARTBEAT_SECONDS, watch=watch)
         del watch

@@ -14,6 +14,7 @@ import dataclasses
 from helix_django.deadlines import completes_despite_cancel
 from helix_django.errors import HelixError
 from helix_django.models import ChatSession, Run
+from helix_django.runtime.enqueue import QueuedSend
 from helix_django.runtime.executor import get_executor
 from helix_django.runtime.handles import RunHandle
 from helix_django.runtime.sends import is_plain_send
@@ -36,7 +37,8 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
     """Execute the send and plan its stream after the handle's ``from_sequence``.
 
     A new run's chunks follow its start (the head when its run-start commit read it); a
-    keyed duplicate streams the original run from its start. Raises the executor's typed
+    keyed duplicate streams the original run from its start; a send queued behind the live
+    run (multitask ``enqueue``) is a ``202`` plan. Raises the executor's typed
     errors (409 ``state_already_running``, ``state_request_key_conflict``, ...); a new
     session exists only once its first run-start commit landed.
     """
@@ -50,6 +52,8 @@ async def plan_send(request: ChatRequest, identity: Identity, session: ChatSessi
         multitask=request.multitask,
     )
     handle = await completes_despite_cancel(execute)
+    if isinstance(handle, QueuedSend):  # multitask enqueue: the message waits for the live run's end
+        return ResponsePlan(status=202, queued=handle.to_body())
     return await plan_handle(request, session, handle)
 
 

@@ -31,7 +31,7 @@ class ResponsePlan:
     """What one chat-route response sends."""
 
     status: int = 200
-    """``200`` (a stream) or ``204`` (nothing to resume)."""
+    """``200`` (a stream), ``202`` (the send was queued: :attr:`queued`) or ``204`` (nothing to resume)."""
     prefix: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Chunks sent first, without ``id:`` (the replayed prefix)."""
     backlog: list[StoredChunk] = dataclasses.field(default_factory=list)
@@ -47,6 +47,8 @@ class ResponsePlan:
     """The replay's chunks after ``backlog``, read again while they are sent (:mod:`.plan_reads`)."""
     rest_is_visible: bool = False
     """Whether a chunk of ``reread`` is one a client would see."""
+    queued: dict[str, Any] | None = None
+    """The ``202`` body of a send queued behind the live run (multitask ``enqueue``)."""
 
     @property
     def has_visible_backlog(self) -> bool:

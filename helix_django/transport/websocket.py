@@ -50,6 +50,7 @@ from helix_django.jsonbody import load_json, run_off_loop
 from helix_django.limits import request_too_large
 from helix_django.models import ChatSession
 from helix_django.orm import sync_to_async
+from helix_django.runtime.enqueue import QueuedSend
 from helix_django.runtime.executor import get_executor
 from helix_django.runtime.multitask import parse_multitask
 from helix_django.streams import get_stream_manager
@@ -59,7 +60,7 @@ from helix_django.transport.chat_body import KNOWN_FIELDS, validate_body
 from helix_django.transport.frames import check_cursor, is_purged, missing_stream_error, stream_frames
 from helix_django.transport.host import handshake_language
 from helix_django.transport.responses import log_unexpected
-from helix_django.transport.wire_ws import cancelled_frame, error_frame, run_frame
+from helix_django.transport.wire_ws import cancelled_frame, error_frame, queued_frame, run_frame
 
 
 def _admit(scope: dict[str, Any]) -> tuple[Identity, ChatSession]:
@@ -198,6 +199,9 @@ class SessionStreamConsumer(AsyncJsonWebsocketConsumer):
                 multitask=strategy,
             )
         )
+        if isinstance(handle, QueuedSend):  # the live run's frames go on; the message starts at its end
+            await self.send_json(queued_frame(handle))
+            return
         await self.send_json(run_frame(handle))
         await self.start_reader(handle.from_sequence)
 

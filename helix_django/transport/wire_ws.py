@@ -34,6 +34,11 @@ def run_frame(handle: Any) -> dict[str, Any]:
     }
 
 
+def queued_frame(queued: Any) -> dict[str, Any]:
+    """Return the ``queued`` frame answering a ``send`` stored behind the live run (multitask ``enqueue``)."""
+    return {"type": "queued", "queued": queued.to_body()}
+
+
 def cancelled_frame(run: Any) -> dict[str, Any]:
     """Return the ``cancelled`` frame answering a ``cancel``: the run's id and the status it was left in."""
     return {"type": "cancelled", "runId": run.id, "status": run.status}

@@ -10,6 +10,7 @@ from django.test import Client
 def _staff(username: str, *, reconcile: bool) -> User:
     user = User.objects.create_user(username, password="pw", is_staff=True)
     codenames = ["view_run", "view_chatsession", "view_message", "view_checkpoint", "view_toolexecution"]
+    codenames.append("view_queuedmessage")
     if reconcile:
         codenames.append("reconcile_run")
     user.user_permissions.set(Permission.objects.filter(content_type__app_label="helix_django", codename__in=codenames))

@@ -89,8 +89,8 @@ def test_the_schema_view_authenticates_as_every_helix_route():
 def test_the_send_operation_documents_its_multitask_strategy(schema):
     send = schema["paths"]["/helix/api/sessions/{session_id}/chat"]["post"]
     header = next(p for p in send["parameters"] if p["name"] == "X-Helix-Multitask")
-    assert header["in"] == "header" and sorted(header["schema"]["enum"]) == ["interrupt", "reject"]
+    assert header["in"] == "header" and sorted(header["schema"]["enum"]) == ["enqueue", "interrupt", "reject"]
     ref = send["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     field = schema["components"]["schemas"][ref]["properties"]["multitask"]
     choices = schema["components"]["schemas"][field["allOf"][0]["$ref"].rsplit("/", 1)[-1]]
-    assert sorted(choices["enum"]) == ["interrupt", "reject"]
+    assert sorted(choices["enum"]) == ["enqueue", "interrupt", "reject"]

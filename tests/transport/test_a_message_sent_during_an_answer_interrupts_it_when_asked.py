@@ -176,7 +176,7 @@ def test_an_unknown_strategy_is_a_typed_400_that_stores_nothing(server, client, 
         "error": refused.body["error"],
         "code": "validation_error",
         "cause": "multitask",
-        "allowed": ["reject", "interrupt"],
+        "allowed": ["reject", "interrupt", "enqueue"],
         "retryable": False,
     }
     assert not ChatSession.objects.filter(pk=sid).exists()
