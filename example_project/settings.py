@@ -201,7 +201,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-# The languages helix_django ships (README, "Translations"); a host lists its own.
+# The languages helix_django ships (docs/i18n.md); a host lists its own.
 LANGUAGES = [("en", "English"), ("de", "Deutsch")]
 TIME_ZONE = "UTC"
 USE_I18N = True

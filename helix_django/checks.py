@@ -31,7 +31,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
         messages.append(
             Warning(
                 f"Unknown HELIX setting {key!r}.",
-                hint="Remove it or check its spelling; see the configuration reference in README.md.",
+                hint="Remove it or check its spelling; see the configuration reference in docs/configuration.md.",
                 id="helix_django.W001",
             )
         )

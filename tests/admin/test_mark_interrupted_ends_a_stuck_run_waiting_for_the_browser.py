@@ -6,7 +6,7 @@ Seen: the support console lists a run paused for a client tool that went silent 
 "Mark interrupted -> skipped" and recorded ``recovery_action = mark_interrupted``, but
 the run stayed ``suspended_client_tool`` (the scan skips it as ``not_in_flight``): the
 stuck run was never reconciled and the page said it was. Expected: the run ends
-``interrupted``, its partial text kept, its stream failed typed (README, "What each
+``interrupted``, its partial text kept, its stream failed typed (docs/support.md, "What each
 action does": *Mark interrupted* ends a running or stuck run).
 """
 

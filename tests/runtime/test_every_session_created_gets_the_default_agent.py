@@ -1,4 +1,4 @@
-"""A new session's agent is ``HELIX["DEFAULT_AGENT"]``, however the session is created (README, settings).
+"""A new session's agent is ``HELIX["DEFAULT_AGENT"]``, however the session is created (docs/configuration.md).
 
 Found by a new user (seventeenth session): the setting was read only when a session named no
 agent, and every session named one: the model's field and the store hard-coded ``"default"``.
