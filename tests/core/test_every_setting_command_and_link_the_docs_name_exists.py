@@ -1,4 +1,4 @@
-"""Every ``HELIX`` setting, ``manage.py`` command and relative link README.md and docs/*.md name exists.
+"""Every ``HELIX`` setting, ``manage.py`` command, check id and relative link README.md and docs/*.md name exists.
 
 - A setting named as ``HELIX["NAME"]`` or as a top-level key of a ``HELIX = {...}`` dict is a
   key of ``helix_django.conf.DEFAULTS``; the settings table (docs/configuration.md) lists only
@@ -6,6 +6,7 @@
 - A command named as ``manage.py NAME`` (or ``helix_NAME --option``) is a command of Django, of
   an app the docs tell a host to install, of helix_django or of the example site; the options
   given to a helix command are options of its parser.
+- A check id ``helix_django.W007`` is one a check of helix_django reports.
 - A relative link ``[text](path#anchor)`` points at a file that exists and, with an anchor, at
   a heading of that Markdown file (GitHub's anchors).
 """
@@ -144,3 +145,10 @@ def test_every_relative_link_of_a_page_resolves(page):
         assert linked.exists(), f"{page_id(page)}: {target}"
         if anchor and linked.suffix == ".md":
             assert anchor in anchors_of(linked), f"{page_id(page)}: {target}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_check_id_a_page_names_is_a_check_helix_defines(page):
+    source = "\n".join(path.read_text() for path in (ROOT / "helix_django").rglob("*.py"))
+    defined = set(re.findall(r"""id=["'](helix_django\.[EW]\d{3})["']""", source))
+    assert sorted(set(re.findall(r"helix_django\.[EW]\d{3}", page.read_text())) - defined) == []
