@@ -76,6 +76,7 @@ export interface HelixRoutes {
   discard(id: string, runId: string): string;
   regenerate(id: string, runId: string): string;
   checkStatus(id: string, runId: string): string;
+  queued(id: string, queuedMessageId: string): string;
 }
 
 /** The owner's recovery actions, as the routes name them. */
@@ -118,6 +119,58 @@ export function checkRunStatus(options: RunOptions): Promise<RecoveryResult | nu
 export function recoveryInventory(options: RunOptions): Promise<RecoveryInventory | null>;
 /** Cancel the chat's current run; resolves to its id, or null when the chat has no run. */
 export function stopRun(options: Omit<RunOptions, "runId">): Promise<string | null>;
+
+/** What a send does while an answer is live (the `X-Helix-Multitask` values). */
+export type MultitaskStrategy = "reject" | "interrupt" | "enqueue";
+export const MULTITASK_STRATEGIES: readonly MultitaskStrategy[];
+
+/** The 202 answer of a send queued behind the live answer. */
+export interface QueuedSend {
+  queuedMessageId: string;
+  messageId: string;
+  /** 1: the next message to start. */
+  position: number;
+  /** The live run it waits for. */
+  runId: string;
+  /** A keyed repeat of a send already queued. */
+  duplicate: boolean;
+}
+
+/** A user message a snapshot lists as waiting to start. */
+export interface QueuedMessage {
+  id: string;
+  role: "user";
+  parts: Array<{ type: string; text?: string; [key: string]: unknown }>;
+  metadata?: Record<string, unknown>;
+  queuedMessageId: string;
+  createdAt: string;
+}
+
+export interface UserMessageInput {
+  id?: string;
+  role?: "user";
+  parts: Array<{ type: string; text?: string; [key: string]: unknown }>;
+  metadata?: Record<string, unknown>;
+}
+
+/** Send a message to start after the live answer (multitask enqueue). */
+export function queueMessage(options: {
+  baseUrl?: string;
+  sessionId: string;
+  message: UserMessageInput & { id: string };
+  requestKey?: string;
+  fetch?: typeof fetch;
+  headers?: Record<string, string>;
+}): Promise<{ queued: QueuedSend } | { started: true }>;
+/** Take a queued message back before it starts; rejects with 409 once it started. */
+export function removeQueuedMessage(options: {
+  baseUrl?: string;
+  sessionId: string;
+  queuedMessageId: string;
+  fetch?: typeof fetch;
+  headers?: Record<string, string>;
+}): Promise<true>;
+export function queuedMessagesOf(snapshot: { queuedMessages?: QueuedMessage[] } | null | undefined): QueuedMessage[];
 
 export function csrfHeaders(cookieName?: string): Record<string, string>;
 export function newMessageId(): string;
@@ -193,6 +246,8 @@ export interface HelixTransportHandle {
   discard(runId?: string): Promise<RecoveryResult | null>;
   regenerate(runId?: string): Promise<RecoveryResult | null>;
   recovery(runId?: string): Promise<RecoveryInventory | null>;
+  queue(message: UserMessageInput & { id: string }): Promise<{ queued: QueuedSend } | { started: true }>;
+  removeQueued(queuedMessageId: string): Promise<true>;
 }
 
 export interface HelixTransportOptions {

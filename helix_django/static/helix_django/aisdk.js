@@ -20,6 +20,8 @@
 //   fetchSnapshot, reanchorChat, stopRun, parseHelixChatError
 //   checkRunStatus, continueRun, keepRun, discardRun, regenerateRun, recoveryInventory
 //                            the recovery routes of an interrupted run (recovery.js)
+//   queueMessage, removeQueuedMessage, queuedMessagesOf  messages sent while an answer is
+//                            live, stored to start after it (multitask enqueue; queue.js)
 //   holdsTurn, lastUserMessageId  whether the server received the chat's last send
 //   reattachDelay, waitForReattach, isReattachable  the re-attach policy (reattach.js)
 //   isResyncTrigger          the resync triggers HelixChat re-anchors on (client.js, the
@@ -31,6 +33,7 @@ import { fetchSnapshotWithRetry, parseError } from "./errors.js";
 import { newRequestKey } from "./ids.js";
 import { resumeHeaders, snapshotResumeOptions } from "./resume.js";
 import { routesFor } from "./routes.js";
+import { queueMessage, removeQueuedMessage } from "./queue.js";
 import { checkRunStatus, continueRun, discardRun, keepRun, recoveryInventory, regenerateRun } from "./recovery.js";
 import { readEventStream } from "./sse.js";
 
@@ -48,6 +51,7 @@ export {
   regenerateRun,
   runAction,
 } from "./recovery.js";
+export { MULTITASK_STRATEGIES, queueMessage, queuedMessagesOf, removeQueuedMessage } from "./queue.js";
 export { RESYNC_TRIGGERS, isResyncTrigger, resumeHeaders, snapshotResumeOptions, triggerIdentity } from "./resume.js";
 export { routesFor } from "./routes.js";
 
@@ -332,6 +336,9 @@ export function helixTransport({ sessionId, baseUrl = "/helix/api", target = {},
     discard: (runId) => discardRun(actionOptions(runId)),
     regenerate: (runId) => regenerateRun(actionOptions(runId)),
     recovery: (runId) => recoveryInventory(actionOptions(runId)),
+    queue: (message) => queueMessage({ baseUrl, sessionId, message, fetch, headers: valueOf(headers) }),
+    removeQueued: (queuedMessageId) =>
+      removeQueuedMessage({ baseUrl, sessionId, queuedMessageId, fetch, headers: valueOf(headers) }),
   };
   return transport;
 }

@@ -6,8 +6,11 @@ import type {
   HelixErrorBody,
   HelixTransportHandle,
   HelixTransportOptions,
+  QueuedMessage,
+  QueuedSend,
   RecoveryInventory,
   RecoveryResult,
+  UserMessageInput,
 } from "./aisdk.js";
 
 export * from "./aisdk.js";
@@ -40,6 +43,14 @@ export type UseHelixChatHelpers<M extends UIMessage = UIMessage> = UseChatHelper
   regenerateRun(runId?: string): Promise<RecoveryResult | null>;
   /** Which recovery actions apply to the run, and why not. */
   recovery(runId?: string): Promise<RecoveryInventory | null>;
+  /** Send a message to start after the live answer (multitask enqueue); it shows in `queued` until it starts. */
+  queue(input: string | UserMessageInput): Promise<{ queued: QueuedSend } | { started: true }>;
+  /** The messages waiting to start after the live answer, oldest first. */
+  queued: Array<Partial<QueuedMessage> & Partial<QueuedSend>>;
+  /** Take a queued message back before it starts. */
+  removeQueued(queuedMessageId: string): Promise<true>;
+  /** Stop the live answer for this message (its partial kept) and stream the new answer. */
+  interrupt(input: string | UserMessageInput): Promise<void>;
   /** Re-send the failed user message as itself (same request key); after a failed answer, regenerate. */
   retry(): Promise<void>;
   /** The last failed re-anchor, or null. */

@@ -15,13 +15,21 @@ import {
   isReattachable,
   isResyncTrigger,
   lastUserMessageId,
+  newMessageId,
   parseHelixChatError,
+  queuedMessagesOf,
   reanchorChat,
   reattachDelay,
   waitForReattach,
 } from "./aisdk.js";
 
 export * from "./aisdk.js";
+
+/** A user UIMessage from a text or a message (a message without an id gets one). */
+function asUserMessage(input) {
+  if (typeof input === "string") return { id: newMessageId(), role: "user", parts: [{ type: "text", text: input }] };
+  return { role: "user", ...input, id: input.id || newMessageId() };
+}
 
 /** `helixTransport` of aisdk.js with `ai`'s DefaultChatTransport. */
 export function helixTransport(options) {
@@ -108,7 +116,12 @@ function replayAwareCallbacks(callbacks, getChat, onPart) {
  *   throws HelixRequestError when refused), `continueRun(runId?)`, `keep(runId?)`,
  *   `discard(runId?)`, `regenerateRun(runId?)` (the recovery actions of an interrupted run,
  *   recovery.js, then the snapshot; same result and errors as checkStatus),
- *   `recovery(runId?)` (which of them apply: `{runId, status, recoveryAction, actions}`), `retry()` (re-sends the failed user message as
+ *   `recovery(runId?)` (which of them apply: `{runId, status, recoveryAction, actions}`),
+ *   `queue(textOrMessage)` (multitask enqueue: the message starts after the live answer;
+ *   resolves to queueMessage's answer), `queued` (the messages waiting, with their
+ *   `queuedMessageId` and `position`), `removeQueued(queuedMessageId)`,
+ *   `interrupt(textOrMessage)` (stops the live answer for the message, its partial kept),
+ *   `retry()` (re-sends the failed user message as
  *   itself, so under its request key; an answer that failed is regenerated),
  *   `helixError` (the typed body of `error`) and `resyncError` (the last failed re-anchor)
  */
@@ -138,10 +151,15 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
   const latest = useRef(chat);
   latest.current = chat;
 
+  const [queued, setQueued] = useState([]);
+
   const reanchor = useCallback(
     async (signal, turn) => {
       const snapshot = await reanchorChat(latest.current, { snapshotUrl, signal, state: helix?.state, turn });
-      if (snapshot) lastSnapshot.current = snapshot;
+      if (snapshot) {
+        lastSnapshot.current = snapshot;
+        setQueued(queuedMessagesOf(snapshot));
+      }
       return snapshot;
     },
     [snapshotUrl, helix],
@@ -216,6 +234,49 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
   const discard = useCallback((runId) => recover(helix.discard, runId), [helix, recover]);
   const regenerateRun = useCallback((runId) => recover(helix.regenerate, runId), [helix, recover]);
 
+  // Messages typed while an answer is live (multitask). `queue` stores one to start after the
+  // answer (202): it shows in `queued` until it starts; when the answer ends the server
+  // starts it, and the chat re-anchors on the snapshot to show its turn. `interrupt` stops
+  // the live answer for the new message (its partial kept) and streams the new answer.
+  const queue = useCallback(
+    async (input) => {
+      const message = asUserMessage(input);
+      const answer = await helix.queue(message);
+      if (answer.queued) setQueued((list) => [...list.filter((m) => m.id !== message.id), { ...message, ...answer.queued }]);
+      else if (snapshotUrl) await reanchor().catch(setResyncError);
+      return answer;
+    },
+    [helix, snapshotUrl, reanchor],
+  );
+  const removeQueued = useCallback(
+    async (queuedMessageId) => {
+      await helix.removeQueued(queuedMessageId);
+      setQueued((list) => list.filter((m) => m.queuedMessageId !== queuedMessageId));
+      return true;
+    },
+    [helix],
+  );
+  const interrupt = useCallback(
+    async (input) => {
+      await instance.stop(); // this response only: the server stops the run for the new message
+      await latest.current.sendMessage(asUserMessage(input), { body: { multitask: "interrupt" } });
+      if (snapshotUrl) await reanchor().catch(setResyncError); // the interrupted answer as the server kept it
+    },
+    [instance, snapshotUrl, reanchor],
+  );
+  const wasBusy = useRef(false);
+  useEffect(() => {
+    const busy = BUSY.has(chat.status);
+    if (wasBusy.current && !busy && queued.length && snapshotUrl) {
+      // The answer ended: the server starts the next queued message; show its turn live.
+      const timer = setTimeout(() => reanchor().catch(setResyncError), 250);
+      wasBusy.current = busy;
+      return () => clearTimeout(timer);
+    }
+    wasBusy.current = busy;
+    return undefined;
+  }, [chat.status]); // eslint-disable-line react-hooks/exhaustive-deps
+
   // A failed send (the chat ends with its user message) is sent again as itself: the same
   // message id, so the same request key, and a send that did reach the server is not doubled.
   const retry = useCallback(() => {
@@ -235,6 +296,10 @@ export function useHelixChat({ id, transport, messages, resume = false, resync, 
     discard,
     regenerateRun,
     recovery: helix.recovery,
+    queue,
+    queued,
+    removeQueued,
+    interrupt,
     retry,
     resyncError,
     helixError: parseHelixChatError(chat.error),

@@ -20,5 +20,6 @@ export function routesFor(baseUrl) {
     discard: (id, runId) => `${run(id, runId)}/discard`,
     regenerate: (id, runId) => `${run(id, runId)}/regenerate`,
     checkStatus: (id, runId) => `${run(id, runId)}/check_status`,
+    queued: (id, queuedMessageId) => `${session(id)}/queued/${encodeURIComponent(queuedMessageId)}`,
   };
 }
