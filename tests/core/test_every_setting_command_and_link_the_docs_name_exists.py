@@ -6,6 +6,8 @@
 - A command named as ``manage.py NAME`` (or ``helix_NAME --option``) is a command of Django, of
   an app the docs tell a host to install, of helix_django or of the example site; the options
   given to a helix command are options of its parser.
+- README stays under 2 000 words and its launcher table lists the local, Django Tasks and
+  Celery launchers.
 - A check id ``helix_django.W007`` is one a check of helix_django reports.
 - A relative link ``[text](path#anchor)`` points at a file that exists and, with an anchor, at
   a heading of that Markdown file (GitHub's anchors).
@@ -152,3 +154,11 @@ def test_every_check_id_a_page_names_is_a_check_helix_defines(page):
     source = "\n".join(path.read_text() for path in (ROOT / "helix_django").rglob("*.py"))
     defined = set(re.findall(r"""id=["'](helix_django\.[EW]\d{3})["']""", source))
     assert sorted(set(re.findall(r"helix_django\.[EW]\d{3}", page.read_text())) - defined) == []
+
+
+def test_readme_stays_a_newcomers_page_whose_launcher_table_lists_every_launcher():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.split()) <= 2000
+    rows = [line for line in readme.splitlines() if line.startswith("| `helix_django.runtime.launchers.")]
+    listed = sorted(re.match(r"\| `helix_django\.runtime\.launchers\.(\w+)\.", row).group(1) for row in rows)
+    assert listed == ["celery", "local", "tasks"]
