@@ -27,8 +27,12 @@ _STATIC_DIR = Path(__file__).resolve().parent.parent / "static" / "helix_django"
 
 @cache
 def client_modules() -> tuple[str, ...]:
-    """Return the file names of the JS client's ES modules (``static/helix_django/*.js``), sorted."""
-    return tuple(sorted(path.name for path in _STATIC_DIR.glob("*.js")))
+    """Return the paths of the JS client's ES modules under ``static/helix_django``, sorted.
+
+    ``*.js`` and the vendored libraries the chat page imports (``vendor/*.js``).
+    """
+    paths = [*_STATIC_DIR.glob("*.js"), *_STATIC_DIR.glob("vendor/*.js")]
+    return tuple(sorted(path.relative_to(_STATIC_DIR).as_posix() for path in paths))
 
 
 def _static_base_url() -> str:
