@@ -85,13 +85,15 @@ def make_user(*, staff: bool = False):
     return user, password
 
 
-def sign_in(browser: Browser, server, user, password: str, *, init_script: str = "") -> Page:
-    """Open a new context and sign in through the login form; return the chat page.
+def sign_in(
+    browser: Browser, server, user, password: str, *, init_script: str = "", width: int = 1280, height: int = 860
+) -> Page:
+    """Open a new context (a ``width`` x ``height`` viewport) and sign in through the login form; return the chat page.
 
     ``server`` is anything with ``url(path)``: the LiveServer or a proxy in front of it.
     ``init_script`` runs before every page's scripts (e.g. ``window.helixChatOptions``).
     """
-    context = browser.new_context(viewport={"width": 1280, "height": 860})
+    context = browser.new_context(viewport={"width": width, "height": height})
     if init_script:
         context.add_init_script(init_script)
     context.set_default_timeout(20_000)

@@ -32,11 +32,21 @@ def send(page: Page, text: str, *, expect_busy: bool = True) -> None:
 
 
 def assistant_texts(page: Page) -> list[str]:
-    """Return the rendered text of every assistant message, in order."""
+    """Return the text every assistant message shows (its rendered Markdown, as read), in order.
+
+    An answer of plain paragraphs reads as :func:`as_shown` of its source: the browser's
+    ``innerText`` puts a blank line between paragraphs and collapses other whitespace.
+    """
     return page.eval_on_selector_all(
         "article[data-role=assistant]",
-        "nodes => nodes.map(n => [...n.querySelectorAll('.hx-text')].map(t => t.textContent).join(''))",
+        "nodes => nodes.map(n => [...n.querySelectorAll('.hx-markdown')].map(t => t.innerText).join(''))",
     )
+
+
+def as_shown(text: str) -> str:
+    """Return how the page shows ``text`` of plain paragraphs: whitespace within a paragraph collapsed, none at its ends."""
+    paragraphs = (" ".join(paragraph.split()) for paragraph in text.split("\n\n"))
+    return "\n\n".join(paragraph for paragraph in paragraphs if paragraph)
 
 
 def user_texts(page: Page) -> list[str]:

@@ -18,6 +18,7 @@ from helix_django.models import ChatSession
 from helix_django.runtime.providers.scripted import tokenize
 from tests.browser.conftest import make_user, sign_in, site_server
 from tests.browser.pages import (
+    as_shown,
     assistant_texts,
     committed,
     current_run_status,
@@ -67,7 +68,7 @@ def test_killed_answer_reads_interrupted_before_and_after_the_scan_and_a_finishe
     later.goto(site.url(f"/c/{session_id}/"))
     for shown in (page, later):
         wait_until_idle(shown, timeout=60)
-        assert assistant_texts(shown) == [expected_reply(QUICK), partial]
+        assert assistant_texts(shown) == [expected_reply(QUICK), as_shown(partial)]
         notice = shown.locator("article[data-role=assistant] [data-testid=partial-notice]")
         assert notice.count() == 1 and "Interrupted" in notice.inner_text()
     page.context.close()

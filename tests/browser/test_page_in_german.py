@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.conftest import make_user
-from tests.browser.pages import expected_reply, send, wait_until_idle
+from tests.browser.pages import assistant_texts, expected_reply, send, wait_until_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -36,9 +36,10 @@ def test_the_js_client_shows_german_texts_on_a_german_page(browser, site):
 
     send(page, "Hallo")
     wait_until_idle(page)
-    assert page.text_content("article[data-role=assistant] .hx-text") == expected_reply("Hallo")
+    assert assistant_texts(page) == [expected_reply("Hallo")]
     assert page.text_content("article[data-role=user] .hx-avatar") == "Sie"
     assert page.text_content("article[data-role=assistant] .hx-avatar") == "KI"
     assert page.text_content("article[data-role=assistant] [data-action=regenerate]") == "Neu generieren"
+    assert page.text_content("article[data-role=assistant] [data-action=copy]") == "Kopieren"
     assert errors == []
     context.close()

@@ -11,7 +11,7 @@ import pytest
 
 from helix_django.models import ChatSession, Run
 from tests.browser.conftest import make_user, sign_in, site_server
-from tests.browser.pages import assistant_texts, committed, send, session_id_of, user_texts, wait_until_idle
+from tests.browser.pages import as_shown, assistant_texts, committed, send, session_id_of, user_texts, wait_until_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -31,7 +31,7 @@ def fail_half_way(page, question: str) -> tuple[str, str]:
     assert rows[1]["helix"]["status"] == "failed" and rows[1]["helix"]["partial"] is True
     partial = rows[1]["text"]
     assert 0 < len(partial) < len(FIRST) and FIRST.startswith(partial)
-    assert assistant_texts(page) == [partial]
+    assert assistant_texts(page) == [as_shown(partial)]
     notice = page.locator("[data-testid=partial-notice]")
     assert "Failed" in notice.inner_text()
     for action in ("Regenerate", "Continue", "Keep", "Discard"):
@@ -70,7 +70,7 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     for action in ("Regenerate", "Continue", "Discard"):
         notice.get_by_role("button", name=action).wait_for(state="visible", timeout=10_000)
     assert notice.get_by_role("button", name="Keep").count() == 0
-    assert assistant_texts(page) == [partial]
+    assert assistant_texts(page) == [as_shown(partial)]
     assert Run.objects.filter(session_id=kept_session).count() == 1
     assert Run.objects.get(session_id=kept_session).recovery_action == "keep_partial"
 
@@ -97,7 +97,7 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     assert [(r.kind, r.status) for r in runs] == [("send", "failed"), ("regenerate", "failed")]
     rows = committed(discarded_session)
     assert [r["role"] for r in rows] == ["user", "assistant"] and rows[1]["helix"]["runId"] == runs[1].id
-    assert assistant_texts(page) == [rows[1]["text"]]
+    assert assistant_texts(page) == [as_shown(rows[1]["text"])]
 
     # Continue: a new generation that picks up from the partial text, shown as it streams.
     continued_session, partial = fail_half_way(page, "Continue this one.")
@@ -109,13 +109,13 @@ def test_keep_discard_and_continue_a_partial_answer(browser, daphne_server_facto
     runs = list(Run.objects.filter(session_id=continued_session).order_by("created_at"))
     assert [(r.kind, r.status) for r in runs] == [("send", "failed"), ("continue", "completed")]
     rows = committed(continued_session)
-    assert [r["text"] for r in rows if r["role"] == "assistant"] == assistant_texts(page)
+    assert [as_shown(r["text"]) for r in rows if r["role"] == "assistant"] == assistant_texts(page)
     # The continuation writes into the same message: the partial text, then the rest.
-    assert assistant_texts(page) == [partial + REST]
+    assert assistant_texts(page) == [as_shown(partial + REST)]
     # ...in one block: the two text parts are spliced inline, never split by a line break.
     answer = page.locator("article[data-role=assistant]").last
     assert answer.locator(".hx-paragraph").count() == 1
-    assert answer.locator(".hx-paragraph").inner_text() == partial + REST
+    assert answer.locator(".hx-paragraph").inner_text() == as_shown(partial + REST)
     assert page.locator("[data-testid=partial-notice]").count() == 0
     assert ChatSession.objects.get(pk=continued_session).current_run_id == runs[-1].id
     page.context.close()

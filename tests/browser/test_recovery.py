@@ -15,6 +15,7 @@ import pytest
 from helix_django.runtime.providers.scripted import tokenize
 from tests.browser.conftest import make_user, sign_in, site_server
 from tests.browser.pages import (
+    as_shown,
     assistant_texts,
     committed,
     current_run_status,
@@ -115,7 +116,7 @@ def test_server_killed_mid_answer_shows_truthful_partial_and_regenerate_works(br
         assert len(assistant_rows) == 1 and assistant_rows[0]["helix"]["partial"] is True
         partial = assistant_rows[0]["text"]
         assert 0 < len(partial) < len(expected) and expected.startswith(partial)
-        assert assistant_texts(page) == [partial]
+        assert assistant_texts(page) == [as_shown(partial)]
         notice = page.locator("article[data-role=assistant] [data-testid=partial-notice]")
         assert "Interrupted" in notice.inner_text()
         for action in ("Regenerate", "Continue", "Keep", "Discard"):
@@ -163,7 +164,7 @@ def test_stop_cancels_the_run_and_the_page_says_so(browser, daphne_server_factor
         "partial": True,
         "cancelledBy": "user",
     }
-    assert assistant_texts(page) == [rows[0]["text"]]
+    assert assistant_texts(page) == [as_shown(rows[0]["text"])]
     assert 0 < len(rows[0]["text"]) <= len("".join(tokenize(expected)[:half])) < len(expected)
     notice = page.locator("[data-testid=partial-notice]")
     assert "Stopped" in notice.inner_text()
