@@ -648,8 +648,13 @@ export class HelixChat extends EventTarget {
    * (`error` says why).
    */
   async checkStatus(runId) {
-    const answer = await this.action(this.routes.checkStatus(this.sessionId, runId), {});
-    this.statusCheck = answer ? { runId, outcome: answer.outcome } : null;
+    // Kept before the page re-reads the snapshot: a re-attached run is followed live, and
+    // the page says why while it follows.
+    const found = (answer) => {
+      this.statusCheck = answer ? { runId, outcome: answer.outcome } : null;
+    };
+    const answer = await this.action(this.routes.checkStatus(this.sessionId, runId), {}, { onAnswer: found });
+    found(answer);
     this.emit();
     return answer;
   }
@@ -657,8 +662,9 @@ export class HelixChat extends EventTarget {
   /**
    * POST a JSON action, then re-anchor on the snapshot (and resume if a run went live).
    * Resolves to the action's JSON answer (null when refused, unreachable or streamed).
+   * `onAnswer(answer)` runs with a JSON answer before the re-anchor.
    */
-  async action(url, payload, { follow = true } = {}) {
+  async action(url, payload, { follow = true, onAnswer = null } = {}) {
     this.statusCheck = null; // what a Check status found is past once anything else is done
     if (follow) this.setStatus("submitted");
     let response;
@@ -688,6 +694,7 @@ export class HelixChat extends EventTarget {
       return null;
     }
     const answer = await response.json().catch(() => null);
+    onAnswer?.(answer);
     await this.load();
     return answer;
   }
