@@ -59,6 +59,9 @@ const REANCHOR_CODES = new Set(["state_not_resumable", "state_request_already_co
  *   error:  { kind: "snapshot" | "send" | "stream" | "action", code, error, retryable, cause?, status }
  *   pending: { message, key, error? } a user message the server has not accepted (yet)
  */
+// Check status outcomes after which the same run goes on (POST .../check_status).
+const FOLLOWED_OUTCOMES = ["reattached", "recovering"];
+
 export class HelixChat extends EventTarget {
   constructor({
     sessionId,
@@ -648,12 +651,14 @@ export class HelixChat extends EventTarget {
    * (`error` says why).
    */
   async checkStatus(runId) {
-    // Kept before the page re-reads the snapshot: a re-attached run is followed live, and
-    // the page says why while it follows.
     const found = (answer) => {
       this.statusCheck = answer ? { runId, outcome: answer.outcome } : null;
     };
-    const answer = await this.action(this.routes.checkStatus(this.sessionId, runId), {}, { onAnswer: found });
+    // A run that goes on (re-attached, or followed by the server) is kept before the page
+    // re-reads the snapshot and follows it live, so the page can say why while it follows.
+    // Any other outcome is kept once the snapshot and its actions are read.
+    const goesOn = (answer) => FOLLOWED_OUTCOMES.includes(answer?.outcome) && found(answer);
+    const answer = await this.action(this.routes.checkStatus(this.sessionId, runId), {}, { onAnswer: goesOn });
     found(answer);
     this.emit();
     return answer;
