@@ -25,10 +25,12 @@ def test_at_390_px_the_menu_opens_the_sidebar_and_escape_closes_it(browser, site
     sidebar = page.locator("#" + menu.get_attribute("aria-controls"))
     assert menu.is_visible() and sidebar.is_hidden()
     assert menu.get_attribute("aria-expanded") == "false"
+    assert page.get_by_role("button", name="Open the menu").is_visible()
     assert page.get_by_role("button", name="Log out").is_hidden()
 
     menu.click()
     assert menu.get_attribute("aria-expanded") == "true"
+    assert menu.get_attribute("aria-label") == "Close the menu"
     new_chat = page.get_by_role("button", name="New chat")
     assert new_chat.is_visible()
     assert page.evaluate("document.activeElement.dataset.hx") == "new-chat"  # focus moved into the menu

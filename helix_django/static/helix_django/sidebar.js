@@ -94,11 +94,13 @@ export function sidebarMenu(root, button, sidebar) {
   const backdrop = el("div", { class: "hx-backdrop", "data-testid": "menu-backdrop", "aria-hidden": "true" });
   root.append(backdrop);
   const isOpen = () => root.classList.contains("is-menu-open");
+  const name = (open) => button.setAttribute("aria-label", open ? gettext("Close the menu") : gettext("Open the menu"));
+  name(false);
   function set(open, { restoreFocus = true } = {}) {
     if (open === isOpen()) return;
     root.classList.toggle("is-menu-open", open);
     button.setAttribute("aria-expanded", open ? "true" : "false");
-    button.setAttribute("aria-label", open ? gettext("Close the menu") : gettext("Open the menu"));
+    name(open);
     if (open) sidebar.querySelector("button, a[href], [tabindex='0']")?.focus();
     else if (restoreFocus && sidebar.contains(document.activeElement)) button.focus();
   }
