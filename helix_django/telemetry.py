@@ -53,6 +53,7 @@ ALLOWED_FIELDS = frozenset(
         "completed",
         "skipped",
         "actor_id",
+        "tool",
     }
 )
 #: Longest string value kept (ids and names are shorter; anything longer is not a field value).
@@ -66,6 +67,7 @@ EVENTS = frozenset(
         "recovery.scan",
         "recovery.action",
         "recovery.outcome",
+        "tool.reconcile",
     }
 )
 

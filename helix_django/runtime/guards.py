@@ -4,8 +4,9 @@
 automation": when a side-effecting tool of a turn started and its outcome was never
 recorded (``unknown``), a new attempt of that turn (Regenerate, an edit of its user
 message) or a new generation continuing it (Continue) could make the model call the tool
-again. Such a start is refused until the outcome is resolved (staff mark it executed with
-its result, or not executed). The recovery inventory offers neither action in that state
+again. Such a start is refused until the outcome is resolved: the tool's own ``reconcile``
+is asked first (:mod:`.tool_reconcile`), then staff mark it executed with its result, or
+not executed. The recovery inventory offers neither action in that state
 (:func:`helix_django.recovery.inventory.blocking_tools`, the same predicate); this guard
 sits in the executor's one run-start path, so every route that starts a run obeys it:
 the chat route, the WebSocket, the REST recovery routes, the admin, keyed requests.
@@ -15,11 +16,17 @@ A send of a new turn that leaves the earlier turn as it is redoes nothing: it pa
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
+
 from helix_django import store
 from helix_django.errors import RunNotActionableError
 from helix_django.models import ChatSession, Message, ToolEffect, ToolExecution
 from helix_django.orm import sync_to_async
 from helix_django.recovery.inventory import blocking_tools
+from helix_django.runtime.agents import UnknownAgentError, get_agent
+from helix_django.runtime.tool_reconcile import areconcile_all
 
 #: Run kinds that redo or continue the session's current run (the run the start replaces).
 REDOING_KINDS = frozenset({"regenerate", "continue"})
@@ -68,6 +75,17 @@ def redone_run_ids(request: store.RunStartRequest) -> set[str]:
     return runs
 
 
+def blocking_executions(request: store.RunStartRequest) -> list[ToolExecution]:
+    """Return the side-effecting executions with an unknown outcome in the runs ``request`` redoes (with their run)."""
+    if request.new_session is not None or not is_redo(request):
+        return []  # a chat's first send, or a new turn: nothing earlier is redone
+    runs = redone_run_ids(request)
+    if not runs:
+        return []
+    candidates = ToolExecution.objects.filter(run_id__in=runs, effect=ToolEffect.SIDE_EFFECT).select_related("run")
+    return blocking_tools(list(candidates))
+
+
 def check_no_unknown_side_effects(request: store.RunStartRequest) -> None:
     """Refuse ``request`` when a run it redoes has a side-effecting tool with an unknown outcome.
 
@@ -75,13 +93,7 @@ def check_no_unknown_side_effects(request: store.RunStartRequest) -> None:
     tool_outcome_unknown``); the message names the tools, never their arguments.
     Called before the run-start commit, so a refusal writes nothing.
     """
-    if request.new_session is not None or not is_redo(request):
-        return  # a chat's first send, or a new turn: nothing earlier is redone
-    runs = redone_run_ids(request)
-    if not runs:
-        return
-    candidates = ToolExecution.objects.filter(run_id__in=runs, effect=ToolEffect.SIDE_EFFECT)
-    names = sorted({e.name for e in blocking_tools(list(candidates))})
+    names = sorted({e.name for e in blocking_executions(request)})
     if names:
         raise RunNotActionableError(
             f"The side-effecting tool {', '.join(names)} may already have run: its outcome is unknown. "
@@ -90,5 +102,30 @@ def check_no_unknown_side_effects(request: store.RunStartRequest) -> None:
         )
 
 
-acheck_no_unknown_side_effects = sync_to_async(check_no_unknown_side_effects)
-"""``await acheck_no_unknown_side_effects(request)``: :func:`check_no_unknown_side_effects`."""
+async def aask_tools(request: store.RunStartRequest) -> int:
+    """Ask the tools of the executions that would block ``request`` to reconcile them; return how many settled.
+
+    Each blocking execution whose tool declares ``reconcile`` is asked once
+    (:mod:`.tool_reconcile`). A redo calls it before it reads any execution record (the
+    context it builds sees the answers); :func:`acheck_no_unknown_side_effects` otherwise.
+    """
+    blocking = await sync_to_async(blocking_executions)(request)
+    return await areconcile_all(blocking, tool_of) if blocking else 0
+
+
+async def acheck_no_unknown_side_effects(request: store.RunStartRequest, *, ask_tools: bool = True) -> None:
+    """:func:`check_no_unknown_side_effects`, after the blocking executions' tools were asked (:func:`aask_tools`).
+
+    ``ask_tools=False``: the caller asked them already for this start. Raises RunNotActionableError.
+    """
+    if ask_tools:
+        await aask_tools(request)
+    await sync_to_async(check_no_unknown_side_effects)(request)
+
+
+def tool_of(execution: ToolExecution) -> Any:
+    """Return the Tool ``execution`` ran under its run's agent, or None (the agent or the tool is gone)."""
+    try:
+        return get_agent(execution.run.agent).tools.get(execution.name)
+    except (UnknownAgentError, ImproperlyConfigured):
+        return None

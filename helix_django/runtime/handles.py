@@ -62,3 +62,5 @@ class Launch:
     metadata: dict[str, Any] | None = None
     approved: list[tuple[Any, dict[str, Any], str]] = dataclasses.field(default_factory=list)
     add_continue_instruction: bool = False
+    tools_asked: bool = False
+    """The redo asked its unknown executions' tools to reconcile them already (:func:`.guards.aask_tools`)."""

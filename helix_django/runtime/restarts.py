@@ -19,6 +19,7 @@ from helix_django import store
 from helix_django.errors import AlreadyRunningError, RunNotActionableError
 from helix_django.models import ChatSession, Run, RunStatus, ToolExecutionStatus
 from helix_django.recovery.provider import acancel_operation
+from helix_django.runtime import guards
 from helix_django.runtime import requests as rq
 from helix_django.runtime.entries import acurrent_run, aget_run, typed
 from helix_django.runtime.handles import Launch, RunHandle
@@ -75,6 +76,7 @@ async def regenerate(
 
     if run is not None:
         await _stop_left_operation(run)
+    await guards.aask_tools(request)  # before the kept steps are read: a tool's answer may keep one
     kept = await akept_steps(session.id, turn_id)
 
     def resync(result: store.RunStartResult) -> list[dict[str, Any]]:
@@ -89,7 +91,7 @@ async def regenerate(
         }
         return [{"type": "data-stream-resync", "data": data}, *kept]
 
-    return await starts.launch(session, Launch(request, resync), user=user)
+    return await starts.launch(session, Launch(request, resync, tools_asked=True), user=user)
 
 
 @typed
@@ -119,7 +121,6 @@ async def continue_run(starts: RunStarts, *, session: ChatSession, run_id: str, 
     await store.amark_started_tool_executions_unknown(run.id)
     await _stop_left_operation(run)
     row = await rq.aload_response_row(session.id, run.start_message_count, run.response_message_id)
-    chunks = await _settle_open_calls(row, run)
     request = store.RunStartRequest(
         session_id=session.id,
         kind="continue",
@@ -128,12 +129,15 @@ async def continue_run(starts: RunStarts, *, session: ChatSession, run_id: str, 
         attempt=await rq.anext_attempt(session.id, run.turn_message_id),
         expected_current_run_id=run.id,
     )
+    await guards.aask_tools(request)  # before the open calls read their outcomes
+    chunks = await _settle_open_calls(row, run)
     launch = Launch(
         request,
         lambda _r: chunks,
         parts=row["parts"] if row else None,
         metadata=row["metadata"] if row else None,
         add_continue_instruction=True,
+        tools_asked=True,
     )
     return await starts.launch(session, launch, user=user)
 

@@ -76,7 +76,7 @@ class RunStarts:
             head = info.head_sequence if info else 0
         self.prepare_start(session, launch, stream_sequence=head)
         if guards.is_redo(launch.request):
-            await guards.acheck_no_unknown_side_effects(launch.request)
+            await guards.acheck_no_unknown_side_effects(launch.request, ask_tools=not launch.tools_asked)
         try:
             result = await store.astart_run(launch.request)
         except StreamFenceError:  # the claim failed, so nothing of the start was committed

@@ -18,10 +18,9 @@ recorded result (000, "Tool calls make recovery harder").
 One call goes: complete call -> parse + validate + authorize -> ToolExecution record
 (``started``) -> execute -> persist result/status -> result back to the model. A side
 effect is never repeated: a call whose idempotency key already has a ``succeeded``
-execution reuses that result (its record is ``succeeded`` with ``error_code`` ``replayed``,
-:data:`REPLAYED`); one whose earlier execution is ``started``/``unknown`` is not
-run again (000, "Reconcile before retrying unknown side effects"). A ``read_only`` tool
-may always run again.
+execution reuses that result (``error_code`` :data:`REPLAYED`); one whose earlier execution
+is ``started``/``unknown`` is not run again unless the tool's ``reconcile`` says it never
+happened (000, "Reconcile before retrying unknown side effects"). ``read_only`` may rerun.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from helix_django.conf import import_from_setting
 from helix_django.limits import tool_result_too_large
 from helix_django.models import ToolEffect, ToolExecution, ToolExecutionStatus
 from helix_django.orm import sync_to_async
+from helix_django.runtime.tool_reconcile import areconcile_all
 from helix_django.runtime.tool_schemas import schema_from_signature
 from helix_django.signals import tool_executed
 
@@ -78,6 +78,8 @@ class Tool:
     wants_context: bool = False
     effect_key: EffectKey = None
     """What identifies the effect: argument names, ``callable(arguments) -> JSON value``, or None (all arguments)."""
+    reconcile: Callable[[Any], Any] | None = None
+    """``reconcile(execution)``: asks the external system about an ``unknown`` execution (:mod:`.tool_reconcile`)."""
 
     def effect_of(self, arguments: dict[str, Any]) -> Any:
         """Return the JSON value identifying this call's effect (:attr:`effect_key`; default: ``arguments``)."""
@@ -119,16 +121,20 @@ def tool(
     authorize: Callable[[dict[str, Any], ToolContext], bool] | None = None,
     needs_approval: bool = False,
     effect_key: EffectKey = None,
+    reconcile: Callable[[Any], Any] | None = None,
 ) -> Any:
     """Declare a server tool (a sync or async function); usable as ``@tool`` or ``@tool(...)``.
 
-    ``effect_key``: what identifies the effect (module docstring). Raises ValueError for an
-    unknown ``effect``, or an ``effect_key`` naming an argument the schema does not have.
+    ``effect_key``: what identifies the effect (module docstring); ``reconcile``: settles an
+    unknown outcome (:mod:`.tool_reconcile`). Raises ValueError for an unknown ``effect``, an
+    ``effect_key`` naming an argument the schema lacks, a ``reconcile`` not on a ``side_effect``.
     """
     if effect not in ToolEffect.values:
         raise ValueError(f"unknown tool effect: {effect!r}")
     if isinstance(effect_key, str):
         effect_key = (effect_key,)
+    if reconcile is not None and effect != ToolEffect.SIDE_EFFECT:
+        raise ValueError("only a side_effect tool reconciles an unknown outcome")
 
     def wrap(func: Callable[..., Any]) -> Tool:
         derived, wants_context = schema_from_signature(func, ToolContext)
@@ -149,6 +155,7 @@ def tool(
             needs_approval=needs_approval,
             wants_context=wants_context,
             effect_key=effect_key,
+            reconcile=reconcile,
         )
 
     return wrap(fn) if fn is not None else wrap
@@ -273,7 +280,8 @@ async def _replay(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolContext, k
     the runs of the turn's current version count (``store.turn_run_ids``: an edit asks
     anew); a declared ``idempotency_key`` counts over the session. A ``side_effect`` key
     with a ``started``/``unknown`` execution answers "outcome unknown" (000, "Reconcile
-    before retrying unknown side effects").
+    before retrying unknown side effects"), after the tool's own ``reconcile`` was asked
+    about the ``unknown`` ones (:mod:`.tool_reconcile`).
     """
     if not key or tool_obj.effect == ToolEffect.READ_ONLY:
         return None
@@ -288,6 +296,9 @@ async def _replay(tool_obj: Tool, arguments: dict[str, Any], ctx: ToolContext, k
             ctx.run_id, fields, status=ToolExecutionStatus.SUCCEEDED, result=done[0].result, error_code=REPLAYED
         )
         return ToolOutcome("output", input=arguments, output=done[0].result)
+    unknown = [e for e in prior if e.status == ToolExecutionStatus.UNKNOWN]
+    if tool_obj.reconcile is not None and await areconcile_all(unknown, lambda _e: tool_obj):
+        return await _replay(tool_obj, arguments, ctx, key)  # answered: decide again from the record
     unsure = any(e.status in (ToolExecutionStatus.STARTED, ToolExecutionStatus.UNKNOWN) for e in prior)
     if unsure and tool_obj.effect == ToolEffect.SIDE_EFFECT:
         await store.asave_tool_execution(ctx.run_id, fields, status=ToolExecutionStatus.UNKNOWN)

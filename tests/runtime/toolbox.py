@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from typing import Any
 
 from helix_django.runtime.providers.scripted import ScriptedProvider
 from helix_django.runtime.tools import ToolContext, client_tool, tool
@@ -15,9 +16,14 @@ gates: dict[str, threading.Event] = {}
 """Events a hanging tool sets when it started (``started:<name>``); runs execute on another thread."""
 
 
+ledger: dict[str, Any] = {}
+"""What ``charge_card_reconciled``'s reconcile answers per idempotency key: a Reconciled, None, "raise" or "hang"."""
+
+
 def reset() -> None:
     calls.clear()
     gates.clear()
+    ledger.clear()
 
 
 @tool(effect="read_only")
@@ -43,6 +49,31 @@ async def charge_card(order: str, ctx: ToolContext) -> dict:
         gates.setdefault("started:charge_card", threading.Event()).set()
         await asyncio.Event().wait()
     return {"charged": order}
+
+
+async def ask_the_ledger(execution: Any) -> Any:
+    """``reconcile`` of ``charge_card_reconciled``: the payment provider's answer, looked up by idempotency key."""
+    calls["reconcile"] += 1
+    answer = ledger.get(execution.idempotency_key)
+    if answer == "raise":
+        raise RuntimeError("the payment provider is down")
+    if answer == "hang":
+        await asyncio.Event().wait()
+    return answer
+
+
+@tool(
+    effect="side_effect",
+    idempotency_key=lambda args, ctx: f"recharge:{args['order']}",
+    reconcile=ask_the_ledger,
+)
+async def charge_card_reconciled(order: str) -> dict:
+    """Charge an order; its first call hangs after starting (the process dies there)."""
+    calls["charge_card_reconciled"] += 1
+    if calls["charge_card_reconciled"] == 1:
+        gates.setdefault("started:charge_card_reconciled", threading.Event()).set()
+        await asyncio.Event().wait()
+    return {"charged": order, "attempt": calls["charge_card_reconciled"]}
 
 
 @tool(effect="side_effect", authorize=lambda args, ctx: args["title"] != "forbidden")
