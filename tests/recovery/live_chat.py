@@ -197,3 +197,14 @@ def wait_lease_expired(run: Run, *, timeout: float = 10.0) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("the lease was renewed: the process is not dead")
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 40.0) -> Any:
+    """Poll ``condition()`` every 50 ms until it returns something truthy; return it (AssertionError at ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")

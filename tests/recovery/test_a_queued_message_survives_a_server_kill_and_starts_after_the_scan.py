@@ -8,25 +8,13 @@ its own: nothing typed is lost, and it runs once.
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from helix_django.models import Message, QueuedMessage, Run, RunStatus
-from tests.recovery.live_chat import REPLY, LiveChat, agent, user_token
+from tests.recovery.live_chat import REPLY, LiveChat, agent, user_token, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
-
-
-def wait_until(condition, timeout: float = 40.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
 
 
 def test_a_queued_message_starts_after_the_scan_ends_the_killed_answer(daphne_server_factory):

@@ -9,13 +9,11 @@ checkpoint"): the new attempt's model is told of the sent email and the email is
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 
 from helix_django.models import Run, RunStatus, ToolExecution
-from tests.recovery.live_chat import LiveChat, agent, user_token
+from tests.recovery.live_chat import LiveChat, agent, user_token, wait_until
 from tests.runtime import effects
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True), pytest.mark.timeout(120)]
@@ -29,16 +27,6 @@ STEPS = [
     },
     {"TEXT": "The email is on its way to Ada."},
 ]
-
-
-def wait_until(condition, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached")
 
 
 def test_a_chat_route_regenerate_after_a_kill_sends_the_email_once(daphne_server_factory, tmp_path, monkeypatch):

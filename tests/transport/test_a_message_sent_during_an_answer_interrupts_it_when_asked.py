@@ -10,59 +10,35 @@ from __future__ import annotations
 import json
 import time
 
-import httpx
 import pytest
 
 from helix_django.models import LIVE_STATUSES, ChatSession, Message, Run
-from tests.streams.conftest import BACKENDS, redis_options
+from tests.streams.conftest import BACKENDS
 from tests.transport.conftest import (
     REPLY,
-    agent_settings,
     chat_url,
     new_session_id,
     read_sse,
     send_body,
     user_message,
 )
+from tests.transport.multitask_site import multitask_server, settled_client, start_answer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(scope="module", params=sorted(BACKENDS))
 def server(request, django_db_setup, django_db_blocker):
-    """On each stream manager: the default agent rejects (no setting); agent ``interrupting`` interrupts.
-
-    Replies at 150 words/s.
-    """
-    from tests.live import LiveServer
-
-    backend = dict(BACKENDS[request.param])
-    if request.param == "redis":
-        backend["OPTIONS"] = redis_options()
-    helix = {**agent_settings(TEXT=REPLY, PACE_TPS=150), "STREAM_MANAGERS": {"default": backend}}
-    helix["AGENTS"]["interrupting"] = {**helix["AGENTS"]["default"], "MULTITASK": "interrupt"}
+    """On each stream manager: the default agent rejects; agent ``interrupting`` uses ``interrupt``. 150 words/s."""
     with django_db_blocker.unblock():
-        live = LiveServer(helix=helix)
-        live.start()
+        live = multitask_server(request.param, pace_tps=150, agent="interrupting", strategy="interrupt")
     yield live
     live.stop()
 
 
 @pytest.fixture
 def client(users, server):
-    with httpx.Client(headers=users["a"][1], timeout=10) as client:
-        yield client
-    for _ in range(300):  # the next test's flush never races a run left going
-        if not Run.objects.filter(status__in=LIVE_STATUSES).exists():
-            return
-        time.sleep(0.02)
-
-
-def start_answer(client, server, sid, first):
-    """Send ``first`` and leave its answer streaming (two events read)."""
-    started = read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [first]), stop_after=2)
-    assert started.status == 200
-    return Run.objects.get(session_id=sid)
+    yield from settled_client(users["a"][1])
 
 
 def wait_ended(sid, *, runs=2):

@@ -15,16 +15,15 @@ import httpx
 import pytest
 
 from helix_django.models import LIVE_STATUSES, ChatSession, Message, QueuedMessage, Run
-from tests.streams.conftest import BACKENDS, redis_options
+from tests.streams.conftest import BACKENDS
 from tests.transport.conftest import (
     REPLY,
-    agent_settings,
     chat_url,
     new_session_id,
-    read_sse,
     send_body,
     user_message,
 )
+from tests.transport.multitask_site import multitask_server, settled_client, start_answer
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -33,40 +32,20 @@ ENQUEUE = {"X-Helix-Multitask": "enqueue"}
 
 @pytest.fixture(scope="module", params=sorted(BACKENDS))
 def server(request, django_db_setup, django_db_blocker):
-    """On each stream manager: the default agent rejects; agent ``queueing`` queues. Replies at 60 words/s."""
-    from tests.live import LiveServer
-
-    backend = dict(BACKENDS[request.param])
-    if request.param == "redis":
-        backend["OPTIONS"] = redis_options()
-    helix = {**agent_settings(TEXT=REPLY, PACE_TPS=60), "STREAM_MANAGERS": {"default": backend}}
-    helix["AGENTS"]["queueing"] = {**helix["AGENTS"]["default"], "MULTITASK": "enqueue"}
+    """On each stream manager: the default agent rejects; agent ``queueing`` uses ``enqueue``. 60 words/s."""
     with django_db_blocker.unblock():
-        live = LiveServer(helix=helix)
-        live.start()
+        live = multitask_server(request.param, pace_tps=60, agent="queueing", strategy="enqueue")
     yield live
     live.stop()
 
 
 @pytest.fixture
 def client(users, server):
-    with httpx.Client(headers=users["a"][1], timeout=10) as client:
-        yield client
-    for _ in range(500):  # the next test's flush never races a run left going
-        if not Run.objects.filter(status__in=LIVE_STATUSES).exists():
-            return
-        time.sleep(0.02)
+    yield from settled_client(users["a"][1])
 
 
 def api_url(server, sid, rest=""):
     return server.url(f"/helix/api/sessions/{sid}/{rest}")
-
-
-def start_answer(client, server, sid, first):
-    """Send ``first`` and leave its answer streaming (two events read)."""
-    started = read_sse(client, "POST", chat_url(server, sid), json=send_body(sid, [first]), stop_after=2)
-    assert started.status == 200
-    return Run.objects.get(session_id=sid)
 
 
 def queue(client, server, sid, messages, *, headers=ENQUEUE, key=None):
