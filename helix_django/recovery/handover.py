@@ -25,6 +25,9 @@ class Reattacher(Protocol):
     async def reattach(self, run_id: str) -> bool:
         """Go on with the ``recovering`` run ``run_id`` as the same run; True once it executes, False when it cannot."""
 
+    async def reconcile_tools(self, run_id: str) -> int:
+        """Ask the tools of ``run_id``'s unknown side-effecting executions to settle them; return how many did."""
+
     async def start_queued(self) -> int:
         """Start the queued messages of sessions without a live run; return how many started."""
 

@@ -316,7 +316,8 @@ async def arecover(
     """Run the relaunch scan over every expired in-flight run (module docstring); return the report.
 
     ``executor``: the runtime's, which goes on with runs whose durable operation still runs
-    (``reattached``), and starts messages queued in sessions left without a live run
+    (``reattached``), asks the tools of a run it interrupted about their unknown outcomes
+    (``reconcile``), and starts messages queued in sessions left without a live run
     (``queued_started``); without one they are followed (``recovering``).
 
     Runs whose provider operation is still running are followed until it ends (at most
@@ -334,6 +335,8 @@ async def arecover(
         try:
             decision = await arecover_run(run_id, dry_run=dry_run, followers=followers, executor=executor)
             report.decisions.append(decision)
+            if executor is not None and decision.outcome == "interrupted":  # tools settle their unknown outcomes
+                await executor.reconcile_tools(run_id)
         except Exception as exc:  # noqa: BLE001 - one bad run must not stop the scan
             report.decisions.append(RunDecision(run_id, "", "skipped", f"error:{as_helix_error(exc).code}"))
     if followers:  # the operations still running, followed together until each ends (bounded)

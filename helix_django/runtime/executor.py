@@ -22,7 +22,7 @@ from helix_django.conf import helix_settings
 from helix_django.errors import RunNotActionableError, RunNotFoundError
 from helix_django.models import CancelledBy, ChatSession, Run
 from helix_django.processes import lease_owner_id
-from helix_django.runtime import cancels, queue_starts, restarts, sends, tool_results
+from helix_django.runtime import cancels, guards, queue_starts, restarts, sends, tool_results
 from helix_django.runtime.enqueue import QueuedSend
 from helix_django.runtime.handles import RunHandle
 from helix_django.runtime.launchers import load_launcher
@@ -126,6 +126,10 @@ class Executor:
         if not isinstance(self.launcher, LocalLauncher):
             return False
         return await self.runner.call(areattach(self.runs, self.owner, run_id))
+
+    async def reconcile_tools(self, run_id: str) -> int:
+        """Ask the tools of the run's unknown side effects to settle them (:func:`.guards.areconcile_run`)."""
+        return await guards.areconcile_run(run_id)
 
     async def start_queued(self) -> int:
         """Start the queued messages of sessions without a live run (:func:`.queue_starts.astart_waiting`)."""

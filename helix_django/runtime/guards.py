@@ -22,7 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from helix_django import store
 from helix_django.errors import RunNotActionableError
-from helix_django.models import ChatSession, Message, ToolEffect, ToolExecution
+from helix_django.models import ChatSession, Message, ToolEffect, ToolExecution, ToolExecutionStatus
 from helix_django.orm import sync_to_async
 from helix_django.recovery.inventory import blocking_tools
 from helix_django.runtime.agents import UnknownAgentError, get_agent
@@ -121,6 +121,19 @@ async def acheck_no_unknown_side_effects(request: store.RunStartRequest, *, ask_
     if ask_tools:
         await aask_tools(request)
     await sync_to_async(check_no_unknown_side_effects)(request)
+
+
+async def areconcile_run(run_id: str) -> int:
+    """Ask the tools of ``run_id``'s unknown side-effecting executions to reconcile them; return how many settled.
+
+    The relaunch scan calls it for a run it interrupted, so a tool that can tell settles its
+    outcome before staff see it (:mod:`.tool_reconcile`).
+    """
+    unknown = ToolExecution.objects.filter(
+        run_id=run_id, effect=ToolEffect.SIDE_EFFECT, status=ToolExecutionStatus.UNKNOWN
+    ).select_related("run")
+    executions = [execution async for execution in unknown]
+    return await areconcile_all(executions, tool_of) if executions else 0
 
 
 def tool_of(execution: ToolExecution) -> Any:

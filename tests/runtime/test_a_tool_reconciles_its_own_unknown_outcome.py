@@ -104,3 +104,21 @@ def test_only_a_side_effecting_tool_declares_reconcile():
         @tool(effect="idempotent", reconcile=toolbox.ask_the_ledger)
         def set_flag(name: str) -> dict:
             return {"name": name}
+
+
+async def test_the_relaunch_scan_asks_the_tool_before_staff_see_the_run(executor, session, use_agents):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from helix_django.models import Run
+    from helix_django.recovery.scan import arecover
+
+    first = await die_inside_the_tool(executor, session, use_agents)
+    toolbox.ledger[KEY] = Reconciled(happened=True, result={"charged": "A-7", "receipt": "R-2"})
+    await Run.objects.filter(pk=first).aupdate(lease_expires_at=timezone.now() - timedelta(seconds=5))
+    report = await arecover(executor=executor)
+    assert [(d.run_id, d.outcome) for d in report.decisions] == [(first, "interrupted")]
+    record = await the_first_execution(first)
+    assert (record.status, record.error_code) == ("succeeded", "reconciled")
+    assert toolbox.calls["charge_card_reconciled"] == 1 and toolbox.calls["reconcile"] == 1
