@@ -2,8 +2,10 @@
 
 Every ending of a run (``run_finished``: the run loop's endings and the relaunch scan's)
 starts the session's oldest waiting message as a send of its own, in a task of its own so
-the ending is not delayed. The relaunch scan also starts the messages of sessions whose
-last run ended in a process that stopped before it started them (:func:`astart_waiting`).
+the ending is not delayed; a run stopped for an interrupting send (``cancelled_by:
+follow_up``) leaves the queue to that send's run, whose ending starts it. The relaunch
+scan also starts the messages of sessions whose last run ended in a process that stopped
+before it started them (:func:`astart_waiting`).
 
 A start is idempotent: it sends with the message's request key (its own, or one minted
 from its id), so two processes starting it at once attach to one run (002, "Retried
@@ -27,7 +29,7 @@ from helix_django.errors import (
     RunStartConflictError,
     SessionNotFoundError,
 )
-from helix_django.models import ChatSession, QueuedMessage
+from helix_django.models import CancelledBy, ChatSession, QueuedMessage
 from helix_django.runtime import multitask
 from helix_django.runtime.enqueue import QueuedSend
 from helix_django.runtime.handles import RunHandle
@@ -108,6 +110,8 @@ def _start_soon(executor: Any, session_id: str) -> None:
 
 
 async def _on_run_finished(sender: Any, run: Any, status: str = "", **kwargs: Any) -> None:
+    if run.cancelled_by == CancelledBy.FOLLOW_UP:
+        return  # an interrupting send starts now: the queue goes on at that run's end
     waiting = QueuedMessage.objects.filter(session_id=run.session_id, status=queued.QUEUED)
     if _executor is not None and await waiting.aexists():
         _start_soon(_executor(), run.session_id)

@@ -20,6 +20,7 @@ from tests.transport.conftest import (
     REPLY,
     chat_url,
     new_session_id,
+    read_sse,
     send_body,
     user_message,
 )
@@ -191,3 +192,25 @@ def test_the_websocket_send_queues_when_asked(server, client, users):
         assert frame["type"] == "queued" and frame["queued"]["position"] == 1, frame
     wait_runs_ended(sid, 2)
     assert [text for role, text in conversation(sid) if role == "user"] == ["one", "two"]
+
+
+def test_an_interrupting_send_goes_first_and_the_queued_message_follows_its_answer(server, client):
+    sid = new_session_id()
+    first = user_message("one")
+    live = start_answer(client, server, sid, first)
+    assert queue(client, server, sid, [first, user_message("queued")]).status_code == 202
+    interrupting = read_sse(
+        client,
+        "POST",
+        chat_url(server, sid),
+        json=send_body(sid, [first, user_message("now")]),
+        headers={"X-Helix-Multitask": "interrupt"},
+    )
+    assert interrupting.status == 200 and interrupting.done and interrupting.text == REPLY
+    runs = wait_runs_ended(sid, 3)
+    assert [(r.id == live.id, r.status) for r in runs] == [
+        (True, "cancelled"),
+        (False, "completed"),
+        (False, "completed"),
+    ]
+    assert [text for role, text in conversation(sid) if role == "user"] == ["one", "now", "queued"]
