@@ -32,14 +32,21 @@ def send(page: Page, text: str, *, expect_busy: bool = True) -> None:
 
 
 def assistant_texts(page: Page) -> list[str]:
-    """Return the text every assistant message shows (its rendered Markdown, as read), in order.
+    """Return the text every assistant message shows, in order.
 
-    An answer of plain paragraphs reads as :func:`as_shown` of its source: the browser's
-    ``innerText`` puts a blank line between paragraphs and collapses other whitespace.
+    Each block of its rendered Markdown (a paragraph, a list, a code block) is read with its
+    whitespace collapsed, blocks separated by a blank line: an answer of plain paragraphs
+    reads as :func:`as_shown` of its source. Read from the DOM, not from the layout
+    (``innerText``), so the result never depends on when the browser last laid the page out.
     """
     return page.eval_on_selector_all(
         "article[data-role=assistant]",
-        "nodes => nodes.map(n => [...n.querySelectorAll('.hx-markdown')].map(t => t.innerText).join(''))",
+        """nodes => nodes.map(n => [...n.querySelectorAll('.hx-markdown')]
+              .map(md => [...md.children]
+                .map(block => block.textContent.replace(/\\s+/g, ' ').trim())
+                .filter(Boolean)
+                .join('\\n\\n'))
+              .join(''))""",
     )
 
 

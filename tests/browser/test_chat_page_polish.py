@@ -11,7 +11,7 @@ import re
 import pytest
 
 from tests.browser.conftest import make_user, sign_in
-from tests.browser.pages import expected_reply, send, session_id_of, wait_for_chars, wait_until_idle
+from tests.browser.pages import assistant_texts, expected_reply, send, session_id_of, wait_for_chars, wait_until_idle
 from tests.browser.proxy import CuttableProxy
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -60,6 +60,6 @@ def test_reconnecting_shows_the_attempt_and_stop_waits_for_the_server(browser, s
     page.context.set_offline(False)
     wait_until_idle(page)
     assert page.locator("[data-hx=stop]").is_hidden()
-    assert page.locator("article[data-role=assistant] .hx-paragraph").last.inner_text() == expected_reply(question)
+    assert assistant_texts(page)[-1] == expected_reply(question)
     page.context.close()
     proxy.close()
