@@ -14,6 +14,8 @@ Names (all prefixed ``helix_``):
 - ``time_to_first_token_seconds{agent}``: run start to its first text/reasoning/tool chunk;
 - ``run_duration_seconds{agent,status}``: run start to its terminal commit;
 - ``recovery_actions_total{action,outcome}`` (counter);
+- ``tokens_total{model,status,kind,source}``: the input and output tokens of ended runs
+  (``Run.usage``, :mod:`helix_django.usage`), ``source`` ``reported`` or ``estimated``;
 - ``delivery_lag_seconds{route}``: a live reader's chunk, from its store (the stream
   writer's flush stamp ``_at``) to its frame leaving for the client, per route (``chat``,
   ``stream``, ``websocket``), in the process serving the reader;
@@ -80,6 +82,12 @@ def _build() -> dict[str, Any]:
         "actions": Counter(
             "helix_recovery_actions", "Recovery actions taken.", ["action", "outcome"], registry=registry
         ),
+        "tokens": Counter(
+            "helix_tokens",
+            "Tokens of ended runs' model calls, by model, ending, kind and source (reported / estimated).",
+            ["model", "status", "kind", "source"],
+            registry=registry,
+        ),
     }
 
 
@@ -135,6 +143,15 @@ async def _on_run_finished(sender: Any, run: Any, status: str = "", **kwargs: An
     seconds = _seconds_since(run.started_at or run.created_at, run.finished_at)
     if seconds is not None:
         m["duration"].labels(run.agent, status).observe(seconds)
+    usage = run.usage or {}
+    estimated = int(usage.get("estimatedTokens", 0))
+    for kind, key in (("input", "inputTokens"), ("output", "outputTokens")):
+        count = int(usage.get(key, 0))
+        if kind == "output" and estimated:
+            m["tokens"].labels(run.model, status, kind, "estimated").inc(estimated)
+            count -= estimated
+        if count:
+            m["tokens"].labels(run.model, status, kind, "reported").inc(count)
 
 
 async def _on_recovery_action(sender: Any, run: Any, action: str = "", outcome: str = "", **kwargs: Any) -> None:

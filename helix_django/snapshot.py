@@ -8,13 +8,15 @@
      "checkpointId": int|None, "stepCount": int,
      "runId": str|None, "runStatus": str|None,        # helix extras
      "cancelledBy"?: "user"|"staff"|"system"|"follow_up",
-     "queuedMessages"?: [{id, role, parts, metadata, queuedMessageId, createdAt}]}
+     "queuedMessages"?: [{id, role, parts, metadata, queuedMessageId, createdAt}],
+     "runUsage"?: {inputTokens, outputTokens, ..., source}}
 
 or None when the session does not exist. ``runId``/``runStatus`` are extra fields so a
 client can tell a cancelled or interrupted turn from a completed one; ``cancelledBy``
 (a cancelled run whose canceller is known) says who stopped it. ``queuedMessages`` lists
 the messages waiting to start after the live run (multitask ``enqueue``), oldest first;
-absent when none waits.
+absent when none waits. ``runUsage`` is the current run's token usage as committed so far
+(:mod:`helix_django.usage`), absent before its first commit.
 """
 
 from __future__ import annotations
@@ -216,6 +218,8 @@ def _assemble(
         "runId": run.id if run else None,
         "runStatus": run.status if run else None,
     }
+    if run is not None and run.usage:
+        snapshot["runUsage"] = run.usage
     if run is not None and run.status == RunStatus.CANCELLED and run.cancelled_by:
         snapshot["cancelledBy"] = run.cancelled_by
     if status in ("active", "paused") and run is not None:

@@ -115,3 +115,25 @@ def run_link(run_id: str) -> SafeString | str:
     return format_html(
         '<a class="helix-run-link" href="{}" title="{}">{}</a>', run_url("change", run_id), run_id, short_id(run_id)
     )
+
+
+def tokens(usage: dict | None) -> str:
+    """Return a run's (or a sum of runs') usage as "10 in · 240 out" plus "(40 estimated)"; "—" without usage.
+
+    ``usage``: a ``Run.usage`` record (:mod:`helix_django.usage`) or a sum of them.
+    """
+    if not usage:
+        return "—"
+    text = _("%(input)s in · %(output)s out") % {
+        "input": usage.get("inputTokens", 0),
+        "output": usage.get("outputTokens", 0),
+    }
+    estimated = usage.get("estimatedTokens", 0)
+    return text + " " + _("(%(count)s estimated)") % {"count": estimated} if estimated else text
+
+
+def summed_usage(records: list[dict]) -> dict[str, int]:
+    """Return ``records`` (``Run.usage``) added up: ``{inputTokens, outputTokens, estimatedTokens}``; {} for none."""
+    keys = ("inputTokens", "outputTokens", "estimatedTokens")
+    total = {key: sum(int((record or {}).get(key, 0)) for record in records) for key in keys}
+    return total if any(total.values()) else {}

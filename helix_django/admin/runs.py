@@ -27,6 +27,7 @@ from helix_django.store import leases
 #: Display methods of the change page (read-only fields that format a stored value for people).
 DETAIL_DISPLAYS = (
     "status_badge",
+    "tokens",
     "cause",
     "resolution",
     "partial_output",
@@ -80,7 +81,7 @@ class RunAdmin(admin.ModelAdmin):
     change_list_template = "admin/helix_django/run/change_list.html"
     actions = tuple(_bulk(action) for action in BULK_ACTIONS)
     #: Never shown: provider continuation state may be opaque or encrypted (000, "Reasoning state").
-    exclude = ("continuation", "input_hash")
+    exclude = ("continuation", "input_hash", "usage")
 
     class Media:
         css = {"all": ("helix_django/admin.css",)}
@@ -131,6 +132,7 @@ class RunAdmin(admin.ModelAdmin):
                     "agent",
                     "provider",
                     "model",
+                    "tokens",
                 )
             },
         ),
@@ -214,6 +216,11 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description=_("age"), ordering="created_at")
     def age(self, obj: Run) -> str:
         return display.timestamp(obj.created_at, short=True)
+
+    @admin.display(description=_("tokens"))
+    def tokens(self, obj: Run) -> str:
+        """What the run's model calls cost, estimated tokens named (helix_django/usage.py)."""
+        return display.tokens(obj.usage)
 
     @admin.display(description=_("partial chars"), ordering="partial_chars")
     def partial_output(self, obj: Run) -> str:

@@ -116,7 +116,16 @@ class ChatSessionAdmin(admin.ModelAdmin):
     def updated(self, obj: ChatSession) -> str:
         return display.timestamp(obj.updated_at, short=True)
 
-    readonly_fields = ("id", "owner", "anonymous_key", "current_run", "message_count", "created_at", "updated_at")
+    readonly_fields = (
+        "id",
+        "owner",
+        "anonymous_key",
+        "current_run",
+        "message_count",
+        "tokens",
+        "created_at",
+        "updated_at",
+    )
     fields = (
         "id",
         "title",
@@ -125,10 +134,18 @@ class ChatSessionAdmin(admin.ModelAdmin):
         "agent",
         "current_run",
         "message_count",
+        "tokens",
         "created_at",
         "updated_at",
     )
     inlines = (MessageInline, QueuedMessageInline, RunInline)
+
+    @admin.display(description=_("tokens"))
+    def tokens(self, obj: ChatSession) -> str:
+        """What every run of the session cost, summed (helix_django/usage.py)."""
+        return display.tokens(
+            display.summed_usage(list(Run.objects.filter(session=obj).values_list("usage", flat=True)))
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # Only the title is editable: everything else is written by the store.

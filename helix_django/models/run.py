@@ -95,6 +95,9 @@ class Run(models.Model):
     start_sequence = models.BigIntegerField(default=0)
     response_message_id = models.CharField(max_length=128)
     step_count = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(default=dict, blank=True)
+    """Tokens the run's model calls cost (:mod:`helix_django.runtime.usage`): ``{inputTokens, outputTokens,
+    reasoningTokens, cachedTokens, source, countedChars}``; ``{}`` before its first commit."""
     lease_owner = models.CharField(max_length=128, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_event_at = models.DateTimeField(null=True, blank=True)

@@ -20,10 +20,7 @@ from typing import Any
 from helix_django import metrics, store
 from helix_django.conf import helix_settings
 from helix_django.deadlines import outlasts_cancel
-from helix_django.errors import (
-    ProviderError,
-    RunSupersededError,
-)
+from helix_django.errors import ProviderError, RunSupersededError
 from helix_django.ids import new_id
 from helix_django.limits import ResponseBudget
 from helix_django.models import RunStatus
@@ -35,6 +32,7 @@ from helix_django.runtime.requests import abegin_streaming
 from helix_django.runtime.steps import AttemptStreamer, Resumption, StepResult
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
 from helix_django.streams.writer import StreamWriter
+from helix_django.usage import UsageMeter, chars_of
 
 #: Seconds a run whose model call failed while a Stop cancels its operation waits for that Stop.
 STOP_FOLLOWS_SECONDS = 5.0
@@ -83,8 +81,8 @@ class RunLoop(EndingsMixin):
         self.is_cancel_requested = False
         self.is_cancel_coming = False  # a Stop cancels the provider's operation; its task cancel follows (.cancels)
         self.is_lease_lost = False
-        self.usage: dict[str, int] = {}
-        """Token usage summed over the run's model calls (``inputTokens``, ``outputTokens``)."""
+        self.meter = UsageMeter.from_record(run.usage, start_chars=chars_of(acc.parts))  # helix_django.usage
+        self.usage = self.meter.reported  # the reported token counts, summed (the finish chunk's usage)
         self.is_ending = False
         """Set once the run commits its end: the lease is released by that commit, not lost."""
         self.last_event_at = 0.0
@@ -259,13 +257,13 @@ class RunLoop(EndingsMixin):
             self.stage = "streaming"
             try:
                 result = await AttemptStreamer(self, number, resumed).stream()
-                for name, count in result.usage.items():
-                    self.usage[name] = self.usage.get(name, 0) + int(count)
+                self.meter.add_reported(result.usage, chars_of(self.acc.parts))
                 break
             except ProviderError as exc:
                 if not exc.is_retryable or number >= self.agent.max_attempts:
                     raise
                 logger.info("run %s step %s attempt %s failed (retryable); retrying", self.run_id, self.step, number)
+                self.meter.add_unreported(chars_of(self.acc.parts) - chars_of(before.parts))  # its text, unreported
                 self.acc = before
         await self._run_tools(result)
         self.emit({"type": "finish-step"}, content=True)
@@ -274,8 +272,10 @@ class RunLoop(EndingsMixin):
     async def _commit_step(self) -> None:
         """Flush, commit the finished step, then write ``helix-step-committed`` naming its checkpoint."""
         sequence = await self.flush()
+        message = self.acc.snapshot()
+        usage = self.meter.record(chars_of(message["parts"]))
         checkpoint = await store.acommit_step(
-            self.run_id, response_message=self.acc.snapshot(), stream_sequence=sequence, step_count=self.step
+            self.run_id, response_message=message, stream_sequence=sequence, step_count=self.step, usage=usage
         )
         self.emit(self.step_committed(checkpoint.id))
 

@@ -48,6 +48,8 @@ class Completion:
     step_committed: Chunk | None = None
     is_stored: bool = False
     """Set once ``chunks`` are stored (a failure after it must not hand them back to the writer)."""
+    usage: dict[str, Any] | None = None
+    """The run's usage record (:mod:`helix_django.usage`)."""
 
     def commit(self, run_id: str, sequences: list[int], *, fenced: bool = False) -> Any:
         """Commit the step and the completion, the chunks stored at ``sequences``; return the terminal checkpoint.
@@ -63,6 +65,7 @@ class Completion:
             step_sequence=stored_step_end,
             step_count=self.step_number,
             fenced=fenced,
+            usage=self.usage,
         )
         if step is not None and self.step_committed is not None:
             self.step_committed["checkpointId"] = step.id

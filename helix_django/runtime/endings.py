@@ -35,6 +35,7 @@ from helix_django.signals import run_finished
 from helix_django.store.reads import write_alias
 from helix_django.store.run_ends import helix_metadata
 from helix_django.streams.transactions import TransactionalWrites, joined_transactions
+from helix_django.usage import chars_of
 
 FENCER_WAIT_SECONDS = 2.0
 """How long a fenced run's task waits for the fencing process to commit the run's ending."""
@@ -53,6 +54,7 @@ class EndingsMixin:
     stage: str
     is_ending: bool
     usage: dict[str, int]
+    meter: Any
     emit: Any
     prepare: Any
     flush: Any
@@ -76,6 +78,7 @@ class EndingsMixin:
             step_message=step_message,
             step_number=self.step,
             step_committed=step_committed,
+            usage=self.meter.record(chars_of(self.acc.parts)),
         )
         stream_id = self.writer.stream_id
         transactions = joined_transactions(self.manager, write_alias())
@@ -148,6 +151,7 @@ class EndingsMixin:
             step_count=self.step,
             error=error,
             stage=self.stage,
+            usage=self.meter.record(chars_of(self.acc.parts)),
         )
         self.emit({"type": "helix-run-end", "status": status})
         await self.flush()

@@ -26,6 +26,7 @@ from helix_django.store.rows import (
     save_session,
     write_message,
 )
+from helix_django.usage import chars_of, finish_stored
 
 #: Statuses a terminal commit may write.
 TERMINAL_COMMIT_STATUSES = frozenset(
@@ -40,10 +41,12 @@ def commit_step(
     stream_sequence: int,
     step_count: int,
     state: dict[str, Any] | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> Checkpoint:
     """Commit a finished step: the response message so far, the state, a ``step`` checkpoint.
 
-    ``response_message`` is a UIMessage ``{id, role, parts, metadata}``. Raises
+    ``response_message`` is a UIMessage ``{id, role, parts, metadata}``; ``usage``: the
+    run's usage record so far (:mod:`helix_django.usage`; None: unchanged). Raises
     RunSupersededError when the run no longer holds its session (nothing is written).
     """
     with transaction.atomic(using=reads.write_alias()):
@@ -55,7 +58,10 @@ def commit_step(
         write_message(session, run.start_message_count, response_message, run=run, checkpoint_id=cp.id)
         session.message_count = count
         session.save(update_fields=["state", "message_count", "updated_at"])
-        Run.objects.filter(pk=run_id).update(step_count=step_count, last_event_at=timezone.now())
+        fields: dict[str, Any] = {"step_count": step_count, "last_event_at": timezone.now()}
+        if usage is not None:
+            fields["usage"] = usage
+        Run.objects.filter(pk=run_id).update(**fields)
     return cp
 
 
@@ -83,6 +89,7 @@ def commit_terminal(
     stage: str = "",
     state: dict[str, Any] | None = None,
     allow_terminal_from: frozenset[str] = frozenset(),
+    usage: dict[str, Any] | None = None,
 ) -> Checkpoint:
     """End the run with ``status`` (completed / failed / cancelled / interrupted) and a ``terminal`` checkpoint.
 
@@ -91,6 +98,8 @@ def commit_terminal(
     partial and never shown as a finished answer (000, "Store partial output
     explicitly"). ``error`` is kept scrubbed (code, category, retryable, fixed message).
     ``allow_terminal_from`` lets recovery end a run already in one of those statuses.
+    ``usage``: the run's usage record (:mod:`helix_django.usage`); None (a run ended
+    without its process) completes the stored one, the text no report covers estimated.
     Returns the terminal checkpoint; its ``run`` is the Run as committed (no re-read
     needed). Raises RunSupersededError when the run no longer holds its session.
     """
@@ -108,7 +117,9 @@ def commit_terminal(
                 raise
         if state is not None:
             session.state = state
-        return _end(session, run, status, response_message, stream_sequence, step_count, error=error, stage=stage)
+        return _end(
+            session, run, status, response_message, stream_sequence, step_count, error=error, stage=stage, usage=usage
+        )
 
 
 def _end(
@@ -121,12 +132,13 @@ def _end(
     *,
     error: HelixError | None = None,
     stage: str = "",
+    usage: dict[str, Any] | None = None,
 ) -> Checkpoint:
     """The terminal commit's writes, inside its transaction, on the fenced ``session`` and ``run``."""
     now = timezone.now()
     count = run.start_message_count
     parts = (response_message or {}).get("parts") or []
-    partial_chars = sum(len(p.get("text", "")) for p in parts if p.get("type") in ("text", "reasoning"))
+    partial_chars = chars_of(parts)
     if parts or Message.objects.using(reads.write_alias()).filter(session=session, position=count).exists():
         # Without output, a continuation's row (the message it continued) stays counted:
         # the active rows are exactly [0, message_count) (start_run inserts after them).
@@ -148,6 +160,7 @@ def _end(
         "lease_owner": "",
         "lease_expires_at": None,
         "partial_chars": partial_chars if status != RunStatus.COMPLETED else 0,
+        "usage": usage if usage is not None else finish_stored(run.usage, partial_chars),
     }
     if step_count is not None:
         fields["step_count"] = step_count
@@ -177,6 +190,7 @@ def commit_completion(
     step_sequence: int = 0,
     step_count: int = 0,
     fenced: bool = False,
+    usage: dict[str, Any] | None = None,
 ) -> tuple[Checkpoint | None, Checkpoint]:
     """Complete the run, with its last step when ``step_message`` is given, in one transaction.
 
@@ -187,7 +201,8 @@ def commit_completion(
     the run once). The step's message row is written only when the terminal writes none
     (a reply without parts). ``fenced``: the caller's transaction passed
     :func:`lock_run` already. Returns (the step checkpoint or None, the terminal
-    checkpoint). Raises RunNotFoundError, RunSupersededError (nothing is written).
+    checkpoint). ``usage``: the run's usage record (:func:`commit_terminal`). Raises
+    RunNotFoundError, RunSupersededError (nothing is written).
     """
     with transaction.atomic(using=reads.write_alias()):
         session, run = fenced_run(run_id, fenced=fenced)
@@ -199,7 +214,13 @@ def commit_completion(
                 write_message(session, run.start_message_count, step_message, run=run, checkpoint_id=step.id)
             run.step_count = step_count
         terminal = _end(
-            session, run, RunStatus.COMPLETED, response_message, stream_sequence, step_count if step else None
+            session,
+            run,
+            RunStatus.COMPLETED,
+            response_message,
+            stream_sequence,
+            step_count if step else None,
+            usage=usage,
         )
     return step, terminal
 

@@ -44,6 +44,13 @@ async def test_runs_time_to_first_token_and_gauges_are_exposed(executor, session
     assert value(after, ended[0], **ended[1]) - value(before, ended[0], **ended[1]) == 1
     ttft = value(after, "helix_time_to_first_token_seconds_count", agent="default")
     assert ttft - value(before, "helix_time_to_first_token_seconds_count", agent="default") == 1
+    tokens = {"model": "scripted-1", "status": "completed", "source": "reported"}
+    run = await Run.objects.aget(pk=handle.run_id)
+    for kind, key in (("input", "inputTokens"), ("output", "outputTokens")):
+        added = value(after, "helix_tokens_total", kind=kind, **tokens) - value(
+            before, "helix_tokens_total", kind=kind, **tokens
+        )
+        assert added == run.usage[key] > 0
     duration = value(after, "helix_run_duration_seconds_count", agent="default", status="completed")
     assert duration >= 1
     assert value(after, "helix_runs_live", status="streaming") == 1
