@@ -104,3 +104,36 @@ def test_the_record_says_which_tokens_were_estimated():
     again = UsageMeter.from_record(partly)
     assert again.record(21) == partly  # a run that goes on elsewhere keeps the same record
     assert estimate_tokens(1) == 1 and estimate_tokens(8) == 2 and estimate_tokens(-3) == 0
+
+
+def test_the_openai_provider_reads_reasoning_and_cached_tokens_of_both_apis():
+    from openai.types import CompletionUsage
+    from openai.types.responses import ResponseUsage
+
+    from helix_django.runtime.providers.openai import _counts
+
+    chat = CompletionUsage(
+        prompt_tokens=30,
+        completion_tokens=12,
+        total_tokens=42,
+        completion_tokens_details={"reasoning_tokens": 5},
+        prompt_tokens_details={"cached_tokens": 16},
+    )
+    assert _counts(chat, "prompt_tokens", "completion_tokens") == {
+        "inputTokens": 30,
+        "outputTokens": 12,
+        "reasoningTokens": 5,
+        "cachedTokens": 16,
+    }
+    responses = ResponseUsage(
+        input_tokens=30,
+        output_tokens=12,
+        total_tokens=42,
+        output_tokens_details={"reasoning_tokens": 4},
+        input_tokens_details={"cached_tokens": 0, "cache_write_tokens": 0},
+    )
+    assert _counts(responses, "input_tokens", "output_tokens") == {
+        "inputTokens": 30,
+        "outputTokens": 12,
+        "reasoningTokens": 4,
+    }

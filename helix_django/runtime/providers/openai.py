@@ -167,7 +167,7 @@ class OpenAIProvider(BaseProvider):
             stream = await self.client.chat.completions.create(**kwargs)
             async for chunk in stream:
                 if chunk.usage is not None:
-                    usage = {"inputTokens": chunk.usage.prompt_tokens, "outputTokens": chunk.usage.completion_tokens}
+                    usage = _counts(chunk.usage, "prompt_tokens", "completion_tokens")
                 for choice in chunk.choices:
                     delta = choice.delta
                     reasoning = getattr(delta, "reasoning_content", None) or getattr(delta, "reasoning", None)
@@ -291,6 +291,25 @@ class OpenAIProvider(BaseProvider):
 
 def _usage(response: Any) -> dict[str, int]:
     usage = getattr(response, "usage", None)
-    if usage is None:
-        return {}
-    return {"inputTokens": int(usage.input_tokens or 0), "outputTokens": int(usage.output_tokens or 0)}
+    return {} if usage is None else _counts(usage, "input_tokens", "output_tokens")
+
+
+def _counts(usage: Any, input_name: str, output_name: str) -> dict[str, int]:
+    """Return a usage object's ``{inputTokens, outputTokens, reasoningTokens?, cachedTokens?}``.
+
+    Chat Completions names them ``prompt_tokens`` / ``completion_tokens`` with
+    ``*_tokens_details``; the Responses API ``input_tokens`` / ``output_tokens`` with the same
+    details (``reasoning_tokens`` of the output, ``cached_tokens`` of the input).
+    """
+    counts = {
+        "inputTokens": int(getattr(usage, input_name, 0) or 0),
+        "outputTokens": int(getattr(usage, output_name, 0) or 0),
+    }
+    prefix_in, prefix_out = input_name.removesuffix("_tokens"), output_name.removesuffix("_tokens")
+    reasoning = getattr(getattr(usage, f"{prefix_out}_tokens_details", None), "reasoning_tokens", None)
+    cached = getattr(getattr(usage, f"{prefix_in}_tokens_details", None), "cached_tokens", None)
+    if reasoning:
+        counts["reasoningTokens"] = int(reasoning)
+    if cached:
+        counts["cachedTokens"] = int(cached)
+    return counts
