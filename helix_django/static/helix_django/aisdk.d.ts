@@ -76,7 +76,7 @@ export interface HelixRoutes {
   discard(id: string, runId: string): string;
   regenerate(id: string, runId: string): string;
   checkStatus(id: string, runId: string): string;
-  queued(id: string, queuedMessageId: string): string;
+  queued?(id: string, queuedMessageId: string): string;
 }
 
 /** The owner's recovery actions, as the routes name them. */

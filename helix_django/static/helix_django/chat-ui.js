@@ -19,7 +19,7 @@ import { busyHint, describeError, sessionLabel } from "./chat-texts.js";
 import { HelixChat, newMessageId, routesFor } from "./client.js";
 import { el } from "./dom.js";
 import { gettext, interpolate } from "./i18n.js";
-import { renderMessage } from "./messages.js";
+import { renderMessage, renderQueuedMessage } from "./messages.js";
 import { runNotice } from "./recovery-card.js";
 import { chatTitle, sessionsList, sidebarMenu } from "./sidebar.js";
 
@@ -141,6 +141,7 @@ export function mountChat(root, options) {
       nodes.push(entry.node);
     }
     for (const id of [...rendered.keys()]) if (!seen.has(id)) rendered.delete(id);
+    for (const queued of view.queued) nodes.push(renderQueuedMessage(page, queued));
     const notice = runNotice(page, view, lastAssistant);
     if (notice) nodes.push(notice);
     const banner = errorBanner(view);
@@ -194,7 +195,23 @@ export function mountChat(root, options) {
       node = el("p", { class: "hx-composer-hint", role: "status", "data-testid": "composer-hint" });
       ui.composer.append(node);
     }
-    node.textContent = hint;
+    // What the typed message may do meanwhile (multitask): wait for the answer, or stop it.
+    const sendAs = (multitask) => async () => {
+      const text = ui.input.value.trim();
+      if (!text) return;
+      ui.input.value = "";
+      hint = "";
+      autosize();
+      renderHint(page.chat.view());
+      await page.chat.send(text, { multitask });
+    };
+    node.replaceChildren(
+      hint,
+      " ",
+      el("button", { type: "button", class: "hx-link", "data-testid": "queue-send", onclick: sendAs("enqueue") }, gettext("Send after this answer")),
+      " · ",
+      el("button", { type: "button", class: "hx-link", "data-testid": "interrupt-send", onclick: sendAs("interrupt") }, gettext("Stop it and send now")),
+    );
   }
 
   function errorBanner(view) {
@@ -285,7 +302,7 @@ export function mountChat(root, options) {
     event.preventDefault();
     const text = ui.input.value.trim();
     if (text && page.chat.view().isBusy) {
-      hint = busyHint(); // the text stays in the composer, to send once the answer is done
+      hint = busyHint(); // the text stays in the composer: queued, sent at once, or later
       renderHint(page.chat.view());
       return;
     }

@@ -5,6 +5,8 @@ import type {
   HelixMessage,
   HelixRoutes,
   HelixSnapshot,
+  MultitaskStrategy,
+  QueuedMessage,
   RecoveryInventory,
   RecoveryResult,
 } from "./aisdk.js";
@@ -62,6 +64,8 @@ export interface HelixChatView {
   loaded: boolean;
   recovery: RecoveryInventory | null;
   statusCheck: { runId: string; outcome: string } | null;
+  /** Messages waiting for the live answer to end (multitask enqueue), from the snapshot. */
+  queued: QueuedMessage[];
   isBusy: boolean;
 }
 
@@ -87,7 +91,10 @@ export class HelixChat extends EventTarget {
   view(): HelixChatView;
   dispose(): void;
   load(): Promise<void>;
-  send(text: string): Promise<void>;
+  /** `multitask`: what the send does while an answer is being written (default: the agent's setting). */
+  send(text: string, options?: { multitask?: MultitaskStrategy }): Promise<void>;
+  /** Take a queued message back before it starts; false (and an `action` error) when refused. */
+  removeQueued(queuedMessageId: string): Promise<boolean>;
   retry(): Promise<void>;
   stop(): Promise<void>;
   regenerate(messageId?: string | null): Promise<void>;

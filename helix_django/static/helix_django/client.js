@@ -31,6 +31,7 @@ import {
 } from "./errors.js";
 import { gettext } from "./i18n.js";
 import { newMessageId, newRequestKey } from "./ids.js";
+import { queuedMessagesOf, removeQueuedMessage } from "./queue.js";
 import { isResyncTrigger, resumeHeaders, snapshotResumeOptions } from "./resume.js";
 import { readEventStream } from "./sse.js";
 
@@ -58,6 +59,8 @@ const REANCHOR_CODES = new Set(["state_not_resumable", "state_request_already_co
  *   status: "loading" | "ready" | "submitted" | "streaming" | "reconnecting" | "error"
  *   error:  { kind: "snapshot" | "send" | "stream" | "action", code, error, retryable, cause?, status }
  *   pending: { message, key, error? } a user message the server has not accepted (yet)
+ *   queued: [{ id, parts, queuedMessageId, createdAt }] messages waiting for the live answer
+ *           to end (multitask enqueue), from the snapshot
  */
 // Check status outcomes after which the same run goes on (POST .../check_status).
 const FOLLOWED_OUTCOMES = ["reattached", "recovering"];
@@ -100,6 +103,7 @@ export class HelixChat extends EventTarget {
     this.loaded = false;
     this.recovery = null;
     this.statusCheck = null;
+    this.queued = [];
     this.gen = 0;
     this.controller = null;
     this.seenTriggers = new Set();
@@ -134,6 +138,7 @@ export class HelixChat extends EventTarget {
       loaded: this.loaded,
       recovery: this.recovery,
       statusCheck: this.statusCheck,
+      queued: this.queued,
       isBusy: ["submitted", "streaming", "reconnecting"].includes(this.status),
     };
   }
@@ -185,6 +190,7 @@ export class HelixChat extends EventTarget {
     this.snapshot = snapshot;
     this.runId = snapshot?.runId ?? null;
     this.runStatus = snapshot?.runStatus ?? null;
+    this.queued = queuedMessagesOf(snapshot);
     if (!snapshot) {
       this.committed = [];
       this.live = null;
@@ -291,6 +297,12 @@ export class HelixChat extends EventTarget {
     }
     if (response.status === 204) return { settled: false, empty: true };
     if (!response.ok) throw await responseError(response);
+    if (response.status === 202) {
+      // Queued behind the live answer (multitask enqueue): the snapshot lists it until it starts.
+      await response.body?.cancel();
+      this.pending = null;
+      return { queued: true };
+    }
     const runId = response.headers.get("X-Helix-Run-Id");
     if (runId) this.runId = runId;
     if (this.pending && method === "POST") this.acceptPending();
@@ -409,6 +421,7 @@ export class HelixChat extends EventTarget {
     let open = openFirst;
     let attempt = 0;
     let settles = 0;
+    let waits = 0;
     for (;;) {
       let result;
       try {
@@ -438,8 +451,20 @@ export class HelixChat extends EventTarget {
       }
       if (result.stale || result.refused || gen !== this.gen) return;
       fromSnapshot = false;
+      if (result.queued) {
+        open = () => this.reanchorOpen(gen); // the live answer goes on: follow it again
+        continue;
+      }
       if (result.reanchor) {
         this.abortConnection();
+        open = () => this.reanchorOpen(gen);
+        continue;
+      }
+      if (result.settled && this.queued.length && waits < 15) {
+        // The answer ended and a queued message starts right after it: show its turn live.
+        waits += 1;
+        await sleep(200);
+        if (gen !== this.gen) return;
         open = () => this.reanchorOpen(gen);
         continue;
       }
@@ -510,12 +535,36 @@ export class HelixChat extends EventTarget {
 
   // --- sends and actions --------------------------------------------------------------
 
-  /** Send a user message with a fresh request key. */
-  async send(text) {
+  /**
+   * Send a user message with a fresh request key. `multitask`: what the send does if an
+   * answer is being written (`"enqueue"`: it waits in `view().queued` and starts after the
+   * answer; `"interrupt"`: the answer stops for it; default: the agent's setting).
+   */
+  async send(text, { multitask } = {}) {
     const message = { id: newMessageId(), role: "user", parts: [{ type: "text", text }], metadata: {} };
     const previous = this.pending?.message;
-    this.pending = { message, key: newRequestKey(), history: this.messages.filter((m) => m !== previous) };
+    const history = this.messages.filter((m) => m !== previous);
+    this.pending = { message, key: newRequestKey(), history, multitask };
     return this.submitPending();
+  }
+
+  /** Take a queued message back before it starts; the snapshot is read again after. */
+  async removeQueued(queuedMessageId) {
+    try {
+      await removeQueuedMessage({
+        sessionId: this.sessionId,
+        queuedMessageId,
+        routes: this.routes,
+        fetch: this.fetchImpl,
+        headers: this.extraHeaders(),
+      });
+    } catch (error) {
+      this.setStatus(this.status, { kind: "action", ...parseError(error), status: error.status ?? 0 });
+      return false;
+    }
+    this.queued = this.queued.filter((m) => m.queuedMessageId !== queuedMessageId);
+    this.emit();
+    return true;
   }
 
   /** Retry what failed: a refused or lost send (same request key), the snapshot read, or the stream. */
@@ -529,7 +578,7 @@ export class HelixChat extends EventTarget {
 
   async submitPending() {
     const gen = this.newGeneration();
-    const { message, key, history } = this.pending;
+    const { message, key, history, multitask } = this.pending;
     this.pending.error = null;
     this.setStatus("submitted");
     const body = {
@@ -537,7 +586,8 @@ export class HelixChat extends EventTarget {
       messages: [...history.filter((m) => m.id !== message.id), message],
       trigger: "submit-message",
     };
-    await this.followSend(gen, () => this.open(gen, "POST", { "X-Helix-Request-Key": key }, body));
+    const headers = { "X-Helix-Request-Key": key, ...(multitask && { "X-Helix-Multitask": multitask }) };
+    await this.followSend(gen, () => this.open(gen, "POST", headers, body));
   }
 
   async followSend(gen, openFirst) {

@@ -21,6 +21,23 @@ import { confirmable, partialNotice, recoveryOf, statusCheckLine } from "./recov
  * Return the element of `message`.
  * `context`: { isLive, isPending, pendingError, isLast (the last assistant message), idle, view }.
  */
+/** A message waiting for the live answer to end (multitask enqueue), with its Remove. */
+export function renderQueuedMessage(page, queued) {
+  const remove = () => page.chat.removeQueued(queued.queuedMessageId);
+  return el(
+    "article",
+    { class: "hx-message hx-user hx-queued", "data-role": "queued", "data-testid": "queued-message" },
+    el("div", { class: "hx-content" }, el("div", { class: "hx-bubble" }, textOf(queued))),
+    el(
+      "p",
+      { class: "hx-queued-note" },
+      gettext("Waits for the answer above to finish."),
+      " ",
+      el("button", { type: "button", class: "hx-link", "data-testid": "queued-remove", onclick: remove }, gettext("Remove")),
+    ),
+  );
+}
+
 export function renderMessage(page, message, context) {
   const helix = message.metadata?.helix || {};
   const isAssistant = message.role === "assistant";

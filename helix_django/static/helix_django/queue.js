@@ -54,13 +54,22 @@ export async function queueMessage({ baseUrl = "/helix/api", sessionId, message,
 
 /**
  * Take a queued message back before it starts (`DELETE sessions/<id>/queued/<queuedMessageId>`).
- * Resolves to true once removed.
+ * `routes`: the URLs of a client built on routesFor (default: routesFor(baseUrl)). Resolves
+ * to true once removed.
  * @throws {HelixRequestError} 409 `state_queued_message_not_queued` when it started already
  *   (`body.runId`), 404 `state_queued_message_not_found`, or status 0 when unreachable
  */
-export async function removeQueuedMessage({ baseUrl = "/helix/api", sessionId, queuedMessageId, fetch: baseFetch, headers } = {}) {
+export async function removeQueuedMessage({
+  baseUrl = "/helix/api",
+  routes,
+  sessionId,
+  queuedMessageId,
+  fetch: baseFetch,
+  headers,
+} = {}) {
   const doFetch = baseFetch || globalThis.fetch.bind(globalThis);
-  const response = await call(doFetch, routesFor(baseUrl).queued(sessionId, queuedMessageId), {
+  const route = (routes || routesFor(baseUrl)).queued || routesFor(baseUrl).queued;
+  const response = await call(doFetch, route(sessionId, queuedMessageId), {
     method: "DELETE",
     headers: { Accept: "application/json", ...csrfHeaders(), ...headers },
   });
