@@ -12,19 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-import httpx
-from playwright.sync_api import Browser, Page, sync_playwright
+from example_site import CHROMIUM_ARGS, ROOT, example_site, signed_in
+from playwright.sync_api import sync_playwright
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 QUESTION = "How do I add helix_django to my project?"
 ANSWER = """Three steps take a Django project to durable, resumable answers:
 
@@ -53,87 +45,36 @@ Read [the deployment checklist](https://docs.djangoproject.com/en/5.2/howto/depl
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def signed_in(browser: Browser, base: str, password: str, width: int, height: int) -> Page:
-    page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
-    page.goto(base + "/accounts/login/")
-    page.fill("#id_username", "ada")
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_selector("[data-hx=connection][data-status=ready]")
-    return page
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "docs"))
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix="helix-chat-shot-"))
     scripted = {
         "BACKEND": "helix_django.runtime.providers.scripted.ScriptedProvider",
         "OPTIONS": {"PACE_TPS": 200, "RULES": [{"MATCH": "(?i)add helix_django", "TEXT": ANSWER}]},
     }
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.browser.settings",
-        "HELIX_SQLITE_PATH": str(workdir / "db.sqlite3"),
-        "HELIX_TEST_OVERRIDES": json.dumps({"AGENTS": {"default": {"PROVIDER": scripted}}}),
-        "PYTHONPATH": str(ROOT),
-    }
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "HELIX_TEST_DATABASE_URL"):
-        env.pop(name, None)
-    python = sys.executable
-    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)  # noqa: S603
-    password = "screenshot-" + os.urandom(6).hex()
-    create = (
-        "from django.contrib.auth import get_user_model;"
-        f"get_user_model().objects.create_user('ada', password='{password}')"
-    )
-    subprocess.run([python, "manage.py", "shell", "-c", create], cwd=ROOT, env=env, check=True)  # noqa: S603
-    port = free_port()
-    server = subprocess.Popen(  # noqa: S603
-        [str(Path(python).with_name("daphne")), "-b", "127.0.0.1", "-p", str(port), "example_project.asgi:application"],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                httpx.get(base + "/accounts/login/", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            wide = signed_in(browser, base, password, 1280, 860)
-            wide.fill("[data-hx=input]", QUESTION)
-            wide.click("[data-hx=send]")
-            wide.wait_for_selector("[data-hx=connection][data-status=streaming]")
-            wide.wait_for_selector("[data-hx=connection][data-status=ready]", timeout=60_000)
-            wide.wait_for_selector("article[data-role=assistant] pre code")
-            wide.screenshot(path=str(out / "chat-1280.png"))
-            phone = signed_in(browser, base, password, 390, 844)
-            phone.goto(wide.url)
-            phone.wait_for_selector("article[data-role=assistant] pre code")
-            phone.wait_for_selector("[data-hx=connection][data-status=ready]")
-            phone.screenshot(path=str(out / "chat-390.png"))
-            phone.click("[data-hx=menu]")
-            phone.wait_for_selector("[data-hx=sidebar]", state="visible")
-            phone.screenshot(path=str(out / "chat-390-menu.png"))
-            browser.close()
-    finally:
-        server.terminate()
-        server.wait(10)
+    overrides = json.dumps({"AGENTS": {"default": {"PROVIDER": scripted}}})
+    env = {"DJANGO_SETTINGS_MODULE": "tests.browser.settings", "HELIX_TEST_OVERRIDES": overrides}
+    with example_site(env) as (base, password), sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        wide = signed_in(browser, base, password, 1280, 860)
+        wide.fill("[data-hx=input]", QUESTION)
+        wide.click("[data-hx=send]")
+        wide.wait_for_selector("[data-hx=connection][data-status=streaming]")
+        wide.wait_for_selector("[data-hx=connection][data-status=ready]", timeout=60_000)
+        wide.wait_for_selector("article[data-role=assistant] pre code")
+        wide.screenshot(path=str(out / "chat-1280.png"))
+        phone = signed_in(browser, base, password, 390, 844)
+        phone.goto(wide.url)
+        phone.wait_for_selector("article[data-role=assistant] pre code")
+        phone.wait_for_selector("[data-hx=connection][data-status=ready]")
+        phone.screenshot(path=str(out / "chat-390.png"))
+        phone.click("[data-hx=menu]")
+        phone.wait_for_selector("[data-hx=sidebar]", state="visible")
+        phone.screenshot(path=str(out / "chat-390-menu.png"))
+        browser.close()
     print(f"wrote chat-1280.png, chat-390.png and chat-390-menu.png into {out}")
 
 
