@@ -116,6 +116,10 @@ DEFAULTS: dict[str, Any] = {
     "PAGINATION_CLASS": None,
     # Rates of helix's throttle scopes under the host's DEFAULT_THROTTLE_RATES (None: unlimited).
     "THROTTLE_RATES": {"helix": None, "helix_chat": None},
+    # Token budgets checked before every run starts (import strings; helix_django.budgets), and
+    # their rates by scope, "<tokens>/<period>" (period: second, minute, hour, day); [] : none.
+    "BUDGET_CLASSES": [],
+    "BUDGET_RATES": {},
 }
 
 

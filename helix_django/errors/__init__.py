@@ -67,6 +67,7 @@ from helix_django.errors.state import (
     StreamFenceError,
 )
 from helix_django.errors.transport import (
+    BudgetExceededError,
     RateLimitedError,
     RouteNotFoundError,
     RouteNotWiredError,
@@ -93,6 +94,7 @@ __all__ = [
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "ProviderError",
+    "BudgetExceededError",
     "RateLimitedError",
     "RequestAlreadyCompletedError",
     "RequestKeyConflictError",

@@ -77,3 +77,15 @@ class RateLimitedError(HelixError):
     retryable = True
     category = "transport"
     default_message = _("Too many requests")
+
+
+class BudgetExceededError(RateLimitedError):
+    """A run would start past a token budget (``HELIX["BUDGET_CLASSES"]``, :mod:`helix_django.budgets`).
+
+    429, retryable: ``scope`` (the budget's, e.g. ``user`` or ``site``) and
+    ``retryAfterSeconds`` (when the window frees enough), also sent as ``Retry-After``.
+    Refused before the run-start commit: nothing is stored.
+    """
+
+    code = "budget_exceeded"
+    default_message = _("The usage budget is spent; try again later")

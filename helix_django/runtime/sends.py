@@ -29,6 +29,7 @@ from django.db import DatabaseError, IntegrityError
 from django.utils.translation import gettext_lazy
 
 from helix_django import store
+from helix_django.budgets import check_budgets
 from helix_django.errors import (
     AlreadyRunningError,
     RunNotActionableError,
@@ -233,6 +234,7 @@ def _start_send_in_thread(
         head = info.head_sequence if info else 0
     launch = Launch(request)
     starts.prepare_start(session, launch, stream_sequence=head)
+    check_budgets(session)  # before the run-start commit: a refusal stores nothing
     assert not guards.is_redo(request)  # a plain send redoes nothing: no side-effect guard to read
     try:
         result = store.start_run(request)

@@ -18,6 +18,7 @@ from typing import Any
 from django.utils import timezone
 
 from helix_django import store
+from helix_django.budgets import acheck_budgets
 from helix_django.conf import helix_settings
 from helix_django.errors import (
     AlreadyRunningError,
@@ -75,6 +76,7 @@ class RunStarts:
             info = await manager.get_info(session.stream_id)
             head = info.head_sequence if info else 0
         self.prepare_start(session, launch, stream_sequence=head)
+        await acheck_budgets(session)  # before the run-start commit: a refusal stores nothing
         if guards.is_redo(launch.request):
             await guards.acheck_no_unknown_side_effects(launch.request, ask_tools=not launch.tools_asked)
         try:
