@@ -134,4 +134,7 @@ def check_budgets(session: ChatSession) -> None:
             raise BudgetExceededError(scope=budget.scope, **extra)
 
 
-acheck_budgets = sync_to_async(check_budgets)
+async def acheck_budgets(session: ChatSession) -> None:
+    """:func:`check_budgets` on the ORM's thread; no thread hop at all when no budget is set."""
+    if helix_settings.BUDGET_CLASSES:
+        await sync_to_async(check_budgets)(session)
