@@ -14,7 +14,8 @@ across processes and restarts. A start past a budget is refused with
 :class:`~helix_django.errors.BudgetExceededError` (429 ``budget_exceeded``, ``Retry-After``)
 before its run-start commit: nothing is stored, the model is never called. Every surface
 that starts a run passes here (the chat route, the AI SDK route, the WebSocket, the
-recovery actions, queued messages).
+recovery actions, queued messages). A running agent loop is checked again between its
+steps: past a budget it ends ``failed`` with that error, its partial answer kept.
 """
 
 from __future__ import annotations
@@ -138,3 +139,17 @@ async def acheck_budgets(session: ChatSession) -> None:
     """:func:`check_budgets` on the ORM's thread; no thread hop at all when no budget is set."""
     if helix_settings.BUDGET_CLASSES:
         await sync_to_async(check_budgets)(session)
+
+
+async def acheck_session_budgets(session_id: str) -> None:
+    """:func:`check_budgets` of session ``session_id``, between the steps of its running agent loop.
+
+    The run's committed steps count already (their usage is written with each step commit),
+    so a loop that passed a budget ends before its next model call. Raises BudgetExceededError.
+    """
+    if helix_settings.BUDGET_CLASSES:
+        await sync_to_async(_check_session_budgets)(session_id)
+
+
+def _check_session_budgets(session_id: str) -> None:
+    check_budgets(ChatSession.objects.get(pk=session_id))

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from helix_django import metrics, store
+from helix_django.budgets import acheck_session_budgets
 from helix_django.conf import helix_settings
 from helix_django.deadlines import outlasts_cancel
 from helix_django.errors import ProviderError, RunSupersededError
@@ -82,12 +83,9 @@ class RunLoop(EndingsMixin):
         self.is_cancel_coming = False  # a Stop cancels the provider's operation; its task cancel follows (.cancels)
         self.is_lease_lost = False
         self.meter = UsageMeter.from_record(run.usage, start_chars=chars_of(acc.parts))  # helix_django.usage
-        self.usage = self.meter.reported  # the reported token counts, summed (the finish chunk's usage)
         self.is_ending = False
         """Set once the run commits its end: the lease is released by that commit, not lost."""
-        self.last_event_at = 0.0
-        self.has_first_token = False
-        """Set at the run's first content chunk (the time-to-first-token metric is taken then)."""
+        self.last_event_at, self.has_first_token = 0.0, False  # the first content chunk sets it (its TTFT)
         self.task: asyncio.Task[Any] | None = None
         """The asyncio task running :meth:`run_forever` (set by the executor; it may wrap the call)."""
         self.budget: ResponseBudget | None = None
@@ -195,6 +193,7 @@ class RunLoop(EndingsMixin):
             await self._commit_step()
             if result.is_suspended:
                 return await self._suspend()
+            await acheck_session_budgets(self.run.session_id)  # past a budget: ends failed, partial kept
         return await self._complete("length")
 
     async def _run_approved(self) -> None:

@@ -53,7 +53,6 @@ class EndingsMixin:
     step: int
     stage: str
     is_ending: bool
-    usage: dict[str, int]
     meter: Any
     emit: Any
     prepare: Any
@@ -120,8 +119,8 @@ class EndingsMixin:
 
     def _finish_chunk(self, reason: str) -> dict[str, Any]:
         metadata = self._helix_metadata("completed")
-        if self.usage:
-            metadata["usage"] = dict(self.usage)
+        if self.meter.reported:  # the reported token counts, summed
+            metadata["usage"] = dict(self.meter.reported)
         return {"type": "finish", "finishReason": reason, "messageMetadata": metadata}
 
     async def _suspend(self) -> str:
