@@ -68,7 +68,7 @@ async def astart_next(executor: Any, session_id: str) -> RunHandle | None:
     except (AlreadyRunningError, RunStartConflictError):
         return None  # another run got in first: this one starts at its end
     except RequestAlreadyCompletedError as exc:  # started before, and a later run exists already
-        await queued.amark_started(row.id, str(exc.extra.get("runId") or ""))
+        await queued.amark_started(row.id, exc.extra.get("runId") or None)
         return None
     except SessionNotFoundError:
         return None

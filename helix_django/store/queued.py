@@ -69,8 +69,8 @@ def queue_position(row: QueuedMessage) -> int:
     return waiting.filter(created_at__lt=row.created_at).count() + 1
 
 
-def mark_started(queued_id: str, run_id: str) -> bool:
-    """Record that the queued message started run ``run_id`` (compare-and-set on ``queued``)."""
+def mark_started(queued_id: str, run_id: str | None) -> bool:
+    """Record that the queued message started run ``run_id`` (None: unknown) (compare-and-set on ``queued``)."""
     rows = QueuedMessage.objects.filter(pk=queued_id, status=QUEUED)
     return bool(rows.update(status=QueuedMessageStatus.STARTED, run_id=run_id))
 
