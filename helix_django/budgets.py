@@ -22,18 +22,16 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import IntegerField, Min, Q, Sum
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce
+from django.db.models import Min, Q
 from django.utils import timezone
 
 from helix_django.conf import helix_settings, import_from_setting
 from helix_django.errors import BudgetExceededError
 from helix_django.models import ChatSession, Run
 from helix_django.orm import sync_to_async
+from helix_django.usage import token_sum
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -81,10 +79,7 @@ class TokenBudget(BaseBudget):
             return True
         since = timezone.now() - timedelta(seconds=self.window)
         runs = Run.objects.filter(selected, created_at__gte=since)
-        spent = runs.aggregate(
-            tokens=Coalesce(Sum(_tokens("inputTokens")), 0) + Coalesce(Sum(_tokens("outputTokens")), 0),
-            oldest=Min("created_at"),
-        )
+        spent = runs.aggregate(tokens=token_sum("inputTokens") + token_sum("outputTokens"), oldest=Min("created_at"))
         self.oldest = spent["oldest"]
         return int(spent["tokens"] or 0) < self.limit
 
@@ -93,10 +88,6 @@ class TokenBudget(BaseBudget):
         if self.oldest is None:
             return None
         return max(1.0, (self.oldest + timedelta(seconds=self.window) - timezone.now()).total_seconds())
-
-
-def _tokens(key: str) -> Any:
-    return Cast(KeyTextTransform(key, "usage"), IntegerField())
 
 
 class UserTokenBudget(TokenBudget):

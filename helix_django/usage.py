@@ -26,6 +26,10 @@ import dataclasses
 import math
 from typing import Any
 
+from django.db.models import IntegerField, Sum
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
+
 CHARS_PER_TOKEN = 4
 TOKEN_KEYS = ("inputTokens", "outputTokens", "reasoningTokens", "cachedTokens")
 
@@ -112,3 +116,8 @@ def finish_stored(record: dict[str, Any] | None, message_chars: int) -> dict[str
     The text past ``countedChars`` (the model call the process died in) is estimated.
     """
     return UsageMeter.from_record(record).record(message_chars)
+
+
+def token_sum(key: str) -> Any:
+    """Return the aggregate summing ``Run.usage[key]`` over rows (0 for none): ``Sum(Cast(usage->>key))``."""
+    return Coalesce(Sum(Cast(KeyTextTransform(key, "usage"), IntegerField())), 0)

@@ -24,6 +24,7 @@ from django.utils.translation import gettext as _
 
 from helix_django.admin.display import STATUS_FAMILY, duration, local
 from helix_django.admin.filters import ATTENTION, attention_q
+from helix_django.admin.spend import spend
 from helix_django.admin.timeline import TOKEN_TYPES
 from helix_django.errors import HelixError
 from helix_django.models import Run, RunStatus
@@ -261,4 +262,14 @@ def context(now: datetime | None = None) -> dict[str, Any]:
         "ttft_p95": seconds(board.ttft_p95),
         "chunks_last_minute": board.chunks_per_minute[-1],
         "chunks_hour": sum(board.chunks_per_minute),
+        "spend_tables": _spend_tables(spend(board.now - timedelta(hours=24))),
     }
+
+
+def _spend_tables(rows: dict[str, list[Any]]) -> list[tuple[str, list[Any], str]]:
+    """The dashboard's token tables of the last 24 h: ``(title, rows, id)``, interrupted and cancelled runs included."""
+    return [
+        (_("Tokens by model (24 h)"), rows["by_model"], "model"),
+        (_("Tokens by ending (24 h)"), rows["by_status"], "status"),
+        (_("Top users by tokens (24 h)"), rows["top_users"], "users"),
+    ]

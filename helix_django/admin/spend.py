@@ -1,0 +1,63 @@
+"""What the dashboard shows of usage: the tokens of the last 24 h by model, by ending, and the top users.
+
+Read from ``Run.usage`` (:mod:`helix_django.usage`) with aggregate queries; estimated tokens
+are counted and shown apart, so support sees what interrupted and cancelled runs cost too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db.models import Count
+
+from helix_django.models import Run
+from helix_django.usage import token_sum
+
+#: Users listed under "Top users".
+TOP_USERS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class SpendRow:
+    """One line of a spend table: its label and the tokens of its runs."""
+
+    label: str
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    estimated_tokens: int
+
+    @property
+    def total(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+def _rows(runs: Any, field: str) -> list[tuple[Any, SpendRow]]:
+    grouped = runs.values(field).annotate(
+        n=Count("id"),
+        input=token_sum("inputTokens"),
+        output=token_sum("outputTokens"),
+        estimated=token_sum("estimatedTokens"),
+    )
+    rows = [
+        (row[field], SpendRow(str(row[field] or "—"), row["n"], row["input"], row["output"], row["estimated"]))
+        for row in grouped.order_by()
+    ]
+    return sorted(rows, key=lambda pair: -pair[1].total)
+
+
+def spend(since: datetime) -> dict[str, list[SpendRow]]:
+    """Return ``{by_model, by_status, top_users}`` of the runs started since ``since`` (a few aggregate queries)."""
+    runs = Run.objects.filter(created_at__gte=since)
+    users = [(owner, row) for owner, row in _rows(runs, "session__owner") if owner is not None][:TOP_USERS]
+    User = get_user_model()
+    names = {user.pk: str(user) for user in User.objects.filter(pk__in=[owner for owner, _ in users])}
+    return {
+        "by_model": [row for _, row in _rows(runs, "model")],
+        "by_status": [row for _, row in _rows(runs, "status")],
+        "top_users": [dataclasses.replace(row, label=names.get(owner, str(owner))) for owner, row in users],
+    }
