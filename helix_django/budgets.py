@@ -20,6 +20,7 @@ steps: past a budget it ends ``failed`` with that error, its partial answer kept
 
 from __future__ import annotations
 
+import abc
 import math
 from datetime import datetime, timedelta
 
@@ -46,14 +47,14 @@ def parse_rate(rate: str) -> tuple[int, int]:
         raise ImproperlyConfigured(f"HELIX['BUDGET_RATES'] rate {rate!r} is not '<tokens>/<period>'") from exc
 
 
-class BaseBudget:
+class BaseBudget(abc.ABC):
     """A budget: whether a run of ``session`` may start now, and when it may if not."""
 
     scope = ""
 
+    @abc.abstractmethod
     def allow(self, session: ChatSession) -> bool:
         """Return whether a run of ``session`` may start (sync: called on the ORM's thread)."""
-        raise NotImplementedError
 
     def wait(self) -> float | None:
         """Return the seconds until a refused start may be allowed, or None when unknown."""
@@ -68,9 +69,9 @@ class TokenBudget(BaseBudget):
         self.limit, self.window = parse_rate(rate) if rate else (0, 0)
         self.oldest: datetime | None = None
 
+    @abc.abstractmethod
     def runs(self, session: ChatSession) -> Q | None:
         """Return the filter of the runs that count against ``session``'s budget (None: this budget does not apply)."""
-        raise NotImplementedError
 
     def allow(self, session: ChatSession) -> bool:
         """Sum the input and output tokens of the counted runs started in the window; allow below the limit."""
