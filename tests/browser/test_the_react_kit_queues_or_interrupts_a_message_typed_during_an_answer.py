@@ -32,11 +32,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.node, pytest.mark.slow, pytest.ma
 LONG = "Write a long answer, please."
 
 
-def test_a_queued_message_waits_then_its_turn_is_answered_and_shown(page, app_site):  # noqa: F811
+def answer_streaming(page, app_site) -> str:
+    """Open the kit app on a new chat and leave a long answer streaming; return the chat's id."""
     session_id = f"chat_{uuid.uuid4().hex[:16]}"
     open_app(page, app_site, "kit", session_id)
     send(page, LONG)
     wait_for_text(page, 20)
+    return session_id
+
+
+def test_a_queued_message_waits_then_its_turn_is_answered_and_shown(page, app_site):  # noqa: F811
+    session_id = answer_streaming(page, app_site)
     answer = page.evaluate("() => helixApp.queue('And a second question?')")
     assert answer["queued"]["position"] == 1
     assert page.evaluate("() => helixApp.queued.map(m => m.queuedMessageId)") == [answer["queued"]["queuedMessageId"]]
@@ -51,10 +57,7 @@ def test_a_queued_message_waits_then_its_turn_is_answered_and_shown(page, app_si
 
 
 def test_a_queued_message_taken_back_never_starts(page, app_site):  # noqa: F811
-    session_id = f"chat_{uuid.uuid4().hex[:16]}"
-    open_app(page, app_site, "kit", session_id)
-    send(page, LONG)
-    wait_for_text(page, 20)
+    session_id = answer_streaming(page, app_site)
     queued = page.evaluate("() => helixApp.queue('Never mind this one.')")["queued"]
     assert page.evaluate("id => helixApp.removeQueued(id)", queued["queuedMessageId"]) is True
     page.wait_for_function("() => helixApp.queued.length === 0")
@@ -65,10 +68,7 @@ def test_a_queued_message_taken_back_never_starts(page, app_site):  # noqa: F811
 
 
 def test_an_interrupt_stops_the_answer_keeps_its_partial_and_answers_the_new_message(page, app_site):  # noqa: F811
-    session_id = f"chat_{uuid.uuid4().hex[:16]}"
-    open_app(page, app_site, "kit", session_id)
-    send(page, LONG)
-    wait_for_text(page, 20)
+    session_id = answer_streaming(page, app_site)
     page.evaluate("() => { helixApp.interrupt('Stop, answer this instead.'); }")
     rows = wait_exact(page, session_id, timeout=60)
     assert [r["role"] for r in rows] == ["user", "assistant", "user", "assistant"]
