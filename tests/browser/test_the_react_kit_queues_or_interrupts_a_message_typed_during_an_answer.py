@@ -32,12 +32,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.node, pytest.mark.slow, pytest.ma
 LONG = "Write a long answer, please."
 
 
-def answer_streaming(page, app_site) -> str:
+def answer_streaming(app_page, site) -> str:
     """Open the kit app on a new chat and leave a long answer streaming; return the chat's id."""
     session_id = f"chat_{uuid.uuid4().hex[:16]}"
-    open_app(page, app_site, "kit", session_id)
-    send(page, LONG)
-    wait_for_text(page, 20)
+    open_app(app_page, site, "kit", session_id)
+    send(app_page, LONG)
+    wait_for_text(app_page, 20)
     return session_id
 
 
