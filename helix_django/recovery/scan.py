@@ -36,19 +36,19 @@ from django.utils import timezone
 
 from helix_django import store, telemetry
 from helix_django.conf import helix_settings
-from helix_django.errors import RunNotFoundError, RunSupersededError, StreamFenceError, as_helix_error
+from helix_django.errors import RunNotFoundError, RunSupersededError, as_helix_error
 from helix_django.models import Run, RunStatus
 from helix_django.models.run import SCANNED_STATUSES
 from helix_django.orm import sync_to_async
 from helix_django.processes import is_certainly_gone, lease_owner_id
 from helix_django.recovery.cancels import arevisit_unclear_cancels
+from helix_django.recovery.fences import fence_writer, release_fence
 from helix_django.recovery.follow import afollow_operation
 from helix_django.recovery.handover import Reattacher, ahand_over, amove_to_recovering, reattach_reason
 from helix_django.recovery.outcomes import acancel_ended, aclose_stream, acomplete_from_provider, ainterrupt
 from helix_django.recovery.partial import arebuild_partial
 from helix_django.recovery.provider import acancel_operation, aquery_operation
 from helix_django.store.leases import lease_expired_q
-from helix_django.streams import get_stream_manager
 
 
 def SCAN_OWNER() -> str:  # noqa: N802 - reads like the constant it stands for
@@ -200,42 +200,6 @@ async def _take_lease(run: Run, *, orphaned: bool) -> bool:
     if orphaned:
         return await store.atake_over_lease(run.id, run.lease_owner, SCAN_OWNER(), helix_settings.LEASE_SECONDS)
     return await store.aclaim_lease(run.id, SCAN_OWNER(), helix_settings.LEASE_SECONDS)
-
-
-async def fence_writer(run: Run) -> bool:
-    """Stop the process executing ``run`` from writing more chunks: pause its stream as the run.
-
-    Recovery decides from what the run wrote, so the writer is fenced first (a forced
-    *Mark interrupted* may race the run's finish). After the pause every append of the
-    run raises StreamFenceError in its writer, which stops there; a ``finish`` it wrote
-    before is read by the caller and the run ends ``completed``. Returns True when this
-    call paused the stream, False when it was no longer active or is held by a later run
-    (nothing more can be written as this run). Raises StreamConnectionError.
-    """
-    try:
-        await get_stream_manager().pause_stream(run.session_id, run.id)
-    except StreamFenceError:
-        return False
-    return True
-
-
-async def release_fence(run_id: str) -> None:
-    """Close the stream :func:`fence_writer` paused, as the run ended meanwhile (its own ending was fenced).
-
-    A run that ended ``completed`` or ``cancelled`` ends the stream with that status; one
-    that ended ``failed`` or ``interrupted`` fails it with the run's typed error.
-    """
-    run = await Run.objects.filter(pk=run_id).afirst()
-    if run is None or run.is_live:
-        return
-    end = [{"type": "helix-run-end", "status": run.status}]
-    if run.status in (RunStatus.COMPLETED, RunStatus.CANCELLED):
-        await aclose_stream(run, end, end_status=run.status, error=None)
-    elif run.status in (RunStatus.FAILED, RunStatus.INTERRUPTED):
-        detail = run.error_detail() or {}
-        body = {"error": detail.get("message") or "The generation did not finish", "runId": run.id}
-        body.update(code=detail.get("code") or f"run_{run.status}", retryable=bool(detail.get("retryable")))
-        await aclose_stream(run, end, end_status=None, error=body)
 
 
 async def _start_following(run: Run, followers: list[asyncio.Task[str]]) -> bool:

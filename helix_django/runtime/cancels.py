@@ -16,9 +16,9 @@ from helix_django import store
 from helix_django.deadlines import within
 from helix_django.errors import RunNotActionableError, RunSupersededError
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus
+from helix_django.recovery.fences import fence_writer, release_fence
 from helix_django.recovery.outcomes import acancel_ended
 from helix_django.recovery.partial import arebuild_partial
-from helix_django.recovery.scan import fence_writer, release_fence
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.entries import aget_run, typed
 from helix_django.runtime.handles import Entry
@@ -122,7 +122,7 @@ async def _cancel_detached(run: Run, answer: str) -> None:
     any) stops at its next fenced write; one still claiming the stream is refused the claim.
 
     The writer of a run executing elsewhere is fenced first (its stream paused as the run,
-    as the relaunch scan does: :func:`~helix_django.recovery.scan.fence_writer`), so the
+    as the relaunch scan does: :func:`~helix_django.recovery.fences.fence_writer`), so the
     partial kept is exactly what the stream holds, the text every client was shown; a
     delta written after the read would reach the clients and not the kept message. Live
     readers meet the pause as a retryable drop (``cause: run_recovering``) and resume into

@@ -45,7 +45,7 @@ async def is_paused_by_its_run(manager: BaseStreamManager, info: StreamInfo, run
 
     A run that waits for the browser writes ``helix-run-end`` ``suspended`` and then pauses
     its stream; a recovery pauses it with no chunk to fence the run's writer, which is still
-    live (recovery/scan.py, ``fence_writer``). Only the first is a reader's clean end.
+    live (recovery/fences.py, ``fence_writer``). Only the first is a reader's clean end.
     ``run_ends``: the ``helix-run-end`` status of each run id whose end the reader passed.
     When the reader passed none of the holding run (its cursor was at or past that end),
     the stream's last chunk is read (one read, for a paused stream only). False for a

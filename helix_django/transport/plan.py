@@ -276,7 +276,7 @@ def _terminal_frames(
     is told from the stream's own status. Anything else is a drop (retryable), a paused
     stream included: a run that waits for the browser wrote its ``suspended`` end first
     (the filter's ``[DONE]``), so a pause without it is a recovery fencing the run's
-    writer (recovery/scan.py, ``fence_writer``): :func:`plan_frames` follows the stream to
+    writer (recovery/fences.py, ``fence_writer``): :func:`plan_frames` follows the stream to
     the ending the recovery decides (``frames.reader_after_fence``), and a fence still
     standing after that wait ends here (``cause: run_recovering``, as on the raw stream
     route and the WebSocket: :mod:`.frames`).
