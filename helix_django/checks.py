@@ -15,6 +15,7 @@ from helix_django.access import checks as access_checks  # noqa: F401 - register
 from helix_django.conf import DEFAULTS, SettingImportError, helix_settings, import_from_setting
 from helix_django.limits import check_limits
 from helix_django.models import ChatSession, Run
+from helix_django.pricing import table_problems
 from helix_django.runtime.launchers import load_launcher
 from helix_django.runtime.multitask import STRATEGIES
 from helix_django.runtime.providers.scripted import ScriptedProvider
@@ -81,6 +82,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Any]:
             )
         )
     messages.extend(_check_launcher())
+    messages.extend(
+        Error(problem, hint="See docs/configuration.md, MODEL_PRICES.", id="helix_django.E011")
+        for problem in table_problems(helix_settings.MODEL_PRICES)
+    )
     if not getattr(settings, "CHANNEL_LAYERS", None):
         messages.append(
             Warning(

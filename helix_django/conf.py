@@ -120,6 +120,8 @@ DEFAULTS: dict[str, Any] = {
     # their rates by scope, "<tokens>/<period>" (period: second, minute, hour, day); [] : none.
     "BUDGET_CLASSES": [],
     "BUDGET_RATES": {},
+    # Prices by model name, decimal strings per "per" tokens (helix_django.pricing); {} : no costs.
+    "MODEL_PRICES": {},
 }
 
 

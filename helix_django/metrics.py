@@ -16,6 +16,8 @@ Names (all prefixed ``helix_``):
 - ``recovery_actions_total{action,outcome}`` (counter);
 - ``tokens_total{model,status,kind,source}``: the input and output tokens of ended runs
   (``Run.usage``, :mod:`helix_django.usage`), ``source`` ``reported`` or ``estimated``;
+- ``cost_total{model,currency}``: what ended runs' tokens cost at their model's price
+  (``HELIX["MODEL_PRICES"]``, :mod:`helix_django.pricing`); unpriced models are not counted;
 - ``delivery_lag_seconds{route}``: a live reader's chunk, from its store (the stream
   writer's flush stamp ``_at``) to its frame leaving for the client, per route (``chat``,
   ``stream``, ``websocket``), in the process serving the reader;
@@ -34,6 +36,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from helix_django.conf import helix_settings
 from helix_django.models import ChatSession, Run
 from helix_django.models.run import LIVE_STATUSES
+from helix_django.pricing import run_cost
 from helix_django.signals import recovery_action_taken, run_finished, run_started
 from helix_django.store.leases import stuck_q
 
@@ -86,6 +89,12 @@ def _build() -> dict[str, Any]:
             "helix_tokens",
             "Tokens of ended runs' model calls, by model, ending, kind and source (reported / estimated).",
             ["model", "status", "kind", "source"],
+            registry=registry,
+        ),
+        "cost": Counter(
+            "helix_cost",
+            "What ended runs' tokens cost at their model's price, by model and currency.",
+            ["model", "currency"],
             registry=registry,
         ),
     }
@@ -152,6 +161,9 @@ async def _on_run_finished(sender: Any, run: Any, status: str = "", **kwargs: An
             count -= estimated
         if count:
             m["tokens"].labels(run.model, status, kind, "reported").inc(count)
+    cost = run_cost(run.model, usage)
+    if cost is not None and cost.amount:
+        m["cost"].labels(run.model, cost.currency).inc(float(cost.amount))
 
 
 async def _on_recovery_action(sender: Any, run: Any, action: str = "", outcome: str = "", **kwargs: Any) -> None:

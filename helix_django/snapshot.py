@@ -9,14 +9,16 @@
      "runId": str|None, "runStatus": str|None,        # helix extras
      "cancelledBy"?: "user"|"staff"|"system"|"follow_up",
      "queuedMessages"?: [{id, role, parts, metadata, queuedMessageId, createdAt}],
-     "runUsage"?: {inputTokens, outputTokens, ..., source}}
+     "runUsage"?: {inputTokens, outputTokens, ..., source, "cost"?: {amount, currency}}}
 
 or None when the session does not exist. ``runId``/``runStatus`` are extra fields so a
 client can tell a cancelled or interrupted turn from a completed one; ``cancelledBy``
 (a cancelled run whose canceller is known) says who stopped it. ``queuedMessages`` lists
 the messages waiting to start after the live run (multitask ``enqueue``), oldest first;
 absent when none waits. ``runUsage`` is the current run's token usage as committed so far
-(:mod:`helix_django.usage`), absent before its first commit.
+(:mod:`helix_django.usage`), absent before its first commit; its ``cost`` (a decimal
+string and a currency code, :mod:`helix_django.pricing`) is there when the run's model has a
+price in ``HELIX["MODEL_PRICES"]``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from helix_django.conf import helix_settings
 from helix_django.errors import HistoryIncompleteError, ValidationError, store_error_for
 from helix_django.models import ChatSession, Checkpoint, CheckpointKind, Run, RunStatus
 from helix_django.orm import sync_to_async
+from helix_django.pricing import run_cost
 from helix_django.store.queued import queued_messages
 from helix_django.store.reads import Row, read_rows
 from helix_django.streams import get_stream_manager
@@ -219,7 +222,8 @@ def _assemble(
         "runStatus": run.status if run else None,
     }
     if run is not None and run.usage:
-        snapshot["runUsage"] = run.usage
+        cost = run_cost(run.model, run.usage)
+        snapshot["runUsage"] = run.usage if cost is None else {**run.usage, "cost": cost.as_json()}
     if run is not None and run.status == RunStatus.CANCELLED and run.cancelled_by:
         snapshot["cancelledBy"] = run.cancelled_by
     if status in ("active", "paused") and run is not None:

@@ -15,7 +15,9 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
+from helix_django import pricing
 from helix_django.models import ChatSession, RunStatus
 
 #: Badge colour family of each status: ``attention`` needs a person, ``live`` is running.
@@ -137,3 +139,25 @@ def summed_usage(records: list[dict]) -> dict[str, int]:
     keys = ("inputTokens", "outputTokens", "estimatedTokens")
     total = {key: sum(int((record or {}).get(key, 0)) for record in records) for key in keys}
     return total if any(total.values()) else {}
+
+
+def cost(model: str, usage: dict | None) -> str:
+    """Return what a run's ``usage`` of ``model`` cost, "0.000416 USD" (``HELIX["MODEL_PRICES"]``); "—" unpriced."""
+    return pricing.format_costs(pricing.add_costs([pricing.run_cost(model, usage)])) or "—"
+
+
+def runs_cost(runs: list[tuple[str, dict | None]]) -> str:
+    """Return what ``(model, usage)`` runs cost, summed per currency; "—" when none is priced.
+
+    Unpriced runs are left out of the sum and named: "0.02 USD (3 runs unpriced)".
+    """
+    costs = [pricing.run_cost(model, usage) for model, usage in runs]
+    text = pricing.format_costs(pricing.add_costs(costs))
+    unpriced = sum(1 for (_, usage), one in zip(runs, costs, strict=True) if usage and one is None)
+    if text and unpriced:
+        return (
+            text
+            + " "
+            + ngettext("(%(count)s run unpriced)", "(%(count)s runs unpriced)", unpriced) % {"count": unpriced}
+        )
+    return text or "—"

@@ -28,6 +28,7 @@ from helix_django.store import leases
 DETAIL_DISPLAYS = (
     "status_badge",
     "tokens",
+    "cost",
     "cause",
     "resolution",
     "partial_output",
@@ -133,6 +134,7 @@ class RunAdmin(admin.ModelAdmin):
                     "provider",
                     "model",
                     "tokens",
+                    "cost",
                 )
             },
         ),
@@ -221,6 +223,11 @@ class RunAdmin(admin.ModelAdmin):
     def tokens(self, obj: Run) -> str:
         """What the run's model calls cost, estimated tokens named (helix_django/usage.py)."""
         return display.tokens(obj.usage)
+
+    @admin.display(description=_("cost"))
+    def cost(self, obj: Run) -> str:
+        """What the run's tokens cost at its model's price (helix_django/pricing.py)."""
+        return display.cost(obj.model, obj.usage)
 
     @admin.display(description=_("partial chars"), ordering="partial_chars")
     def partial_output(self, obj: Run) -> str:

@@ -123,6 +123,7 @@ class ChatSessionAdmin(admin.ModelAdmin):
         "current_run",
         "message_count",
         "tokens",
+        "cost",
         "created_at",
         "updated_at",
     )
@@ -135,6 +136,7 @@ class ChatSessionAdmin(admin.ModelAdmin):
         "current_run",
         "message_count",
         "tokens",
+        "cost",
         "created_at",
         "updated_at",
     )
@@ -146,6 +148,11 @@ class ChatSessionAdmin(admin.ModelAdmin):
         return display.tokens(
             display.summed_usage(list(Run.objects.filter(session=obj).values_list("usage", flat=True)))
         )
+
+    @admin.display(description=_("cost"))
+    def cost(self, obj: ChatSession) -> str:
+        """What every run of the session cost at its model's price, summed (helix_django/pricing.py)."""
+        return display.runs_cost(list(Run.objects.filter(session=obj).values_list("model", "usage")))
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # Only the title is editable: everything else is written by the store.

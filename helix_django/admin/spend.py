@@ -2,18 +2,22 @@
 
 Read from ``Run.usage`` (:mod:`helix_django.usage`) with aggregate queries; estimated tokens
 are counted and shown apart, so support sees what interrupted and cancelled runs cost too.
+Each row's cost is its tokens at their models' prices (:mod:`helix_django.pricing`), summed
+per currency; the queries group by model as well, since a price is per model.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count
 
 from helix_django.models import Run
+from helix_django.pricing import add_costs, format_costs, run_cost
 from helix_django.usage import token_sum
 
 #: Users listed under "Top users".
@@ -29,23 +33,41 @@ class SpendRow:
     input_tokens: int
     output_tokens: int
     estimated_tokens: int
+    costs: dict[str, Decimal] = dataclasses.field(default_factory=dict)
+    """The cost of the priced runs, ``{currency: amount}`` (unpriced runs left out)."""
 
     @property
     def total(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
+    @property
+    def cost(self) -> str:
+        """The cost as shown, "0.000416 USD"; "—" when no run of the row is priced."""
+        return format_costs(self.costs) or "—"
+
 
 def _rows(runs: Any, field: str) -> list[tuple[Any, SpendRow]]:
-    grouped = runs.values(field).annotate(
+    fields = [field] if field == "model" else [field, "model"]
+    grouped = runs.values(*fields).annotate(
         n=Count("id"),
         input=token_sum("inputTokens"),
         output=token_sum("outputTokens"),
         estimated=token_sum("estimatedTokens"),
+        cached=token_sum("cachedTokens"),
     )
+    sums: dict[Any, list[Any]] = {}
+    for row in grouped.order_by():
+        usage = {"inputTokens": row["input"], "outputTokens": row["output"], "cachedTokens": row["cached"]}
+        line = sums.setdefault(row[field], [0, 0, 0, 0, []])
+        line[0] += row["n"]
+        line[1] += row["input"]
+        line[2] += row["output"]
+        line[3] += row["estimated"]
+        line[4].append(run_cost(row["model"], usage))
     rows = [
-        (row[field], SpendRow(str(row[field] or "—"), row["n"], row["input"], row["output"], row["estimated"]))
-        for row in grouped.order_by()
+        (key, SpendRow(str(key or "—"), n, tokens_in, tokens_out, estimated, add_costs(costs)))
+        for key, (n, tokens_in, tokens_out, estimated, costs) in sums.items()
     ]
     return sorted(rows, key=lambda pair: -pair[1].total)
 

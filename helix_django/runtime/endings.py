@@ -25,6 +25,7 @@ from helix_django.errors import (
     StreamFenceError,
 )
 from helix_django.models import Run, RunStatus
+from helix_django.pricing import run_cost
 from helix_django.runtime.completion import (
     Completion,
     acommit_completion,
@@ -47,6 +48,7 @@ class EndingsMixin:
     """Endings of :class:`~helix_django.runtime.agent.RunLoop` (uses its writer, accumulator and state)."""
 
     run_id: str
+    run: Any
     acc: Any
     writer: Any
     manager: Any
@@ -121,6 +123,9 @@ class EndingsMixin:
         metadata = self._helix_metadata("completed")
         if self.meter.reported:  # the reported token counts, summed
             metadata["usage"] = dict(self.meter.reported)
+        cost = run_cost(self.run.model, self.meter.record(chars_of(self.acc.parts)))  # as Run.usage will hold
+        if cost is not None:
+            metadata["cost"] = cost.as_json()
         return {"type": "finish", "finishReason": reason, "messageMetadata": metadata}
 
     async def _suspend(self) -> str:
