@@ -24,7 +24,7 @@ from django.utils.translation import gettext as _
 
 from helix_django.admin.display import STATUS_FAMILY, duration, local
 from helix_django.admin.filters import ATTENTION, attention_q
-from helix_django.admin.spend import spend
+from helix_django.admin.spend import DAYS, spend, spend_per_day
 from helix_django.admin.timeline import TOKEN_TYPES
 from helix_django.errors import HelixError
 from helix_django.models import Run, RunStatus
@@ -263,6 +263,8 @@ def context(now: datetime | None = None) -> dict[str, Any]:
         "chunks_last_minute": board.chunks_per_minute[-1],
         "chunks_hour": sum(board.chunks_per_minute),
         "spend_tables": _spend_tables(spend(board.now - timedelta(hours=24))),
+        "spend_days": spend_per_day(board.now),
+        "spend_days_title": _("Spend per day (last %(days)s days, UTC)") % {"days": DAYS},
     }
 
 

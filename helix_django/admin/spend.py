@@ -1,4 +1,5 @@
-"""What the dashboard shows of usage: the tokens of the last 24 h by model, by ending, and the top users.
+"""What the dashboard shows of usage: the tokens of the last 24 h by model, by ending, and the top users;
+the tokens of each of the last days.
 
 Read from ``Run.usage`` (:mod:`helix_django.usage`) with aggregate queries; estimated tokens
 are counted and shown apart, so support sees what interrupted and cancelled runs cost too.
@@ -9,12 +10,13 @@ per currency; the queries group by model as well, since a price is per model.
 from __future__ import annotations
 
 import dataclasses
-from datetime import datetime
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count
+from django.db.models.functions import TruncDate
 
 from helix_django.models import Run
 from helix_django.pricing import add_costs, format_costs, run_cost
@@ -22,6 +24,8 @@ from helix_django.usage import token_sum
 
 #: Users listed under "Top users".
 TOP_USERS = 5
+#: Days listed under "Spend per day", today (UTC) included.
+DAYS = 14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +51,10 @@ class SpendRow:
         return format_costs(self.costs) or "—"
 
 
+def _label(key: Any) -> str:
+    return key.isoformat() if isinstance(key, date) else str(key or "—")
+
+
 def _rows(runs: Any, field: str) -> list[tuple[Any, SpendRow]]:
     fields = [field] if field == "model" else [field, "model"]
     grouped = runs.values(*fields).annotate(
@@ -66,7 +74,7 @@ def _rows(runs: Any, field: str) -> list[tuple[Any, SpendRow]]:
         line[3] += row["estimated"]
         line[4].append(run_cost(row["model"], usage))
     rows = [
-        (key, SpendRow(str(key or "—"), n, tokens_in, tokens_out, estimated, add_costs(costs)))
+        (key, SpendRow(_label(key), n, tokens_in, tokens_out, estimated, add_costs(costs)))
         for key, (n, tokens_in, tokens_out, estimated, costs) in sums.items()
     ]
     return sorted(rows, key=lambda pair: -pair[1].total)
@@ -83,3 +91,19 @@ def spend(since: datetime) -> dict[str, list[SpendRow]]:
         "by_status": [row for _, row in _rows(runs, "status")],
         "top_users": [dataclasses.replace(row, label=names.get(owner, str(owner))) for owner, row in users],
     }
+
+
+def spend_per_day(now: datetime, days: int = DAYS) -> list[SpendRow]:
+    """Return one row per UTC day of the last ``days`` (today included), newest first, labelled ``YYYY-MM-DD``.
+
+    Every run started that day counts, whatever its ending (interrupted and cancelled ones
+    included); a day without runs is a row of zeros. One aggregate query, grouped by day
+    (``TruncDate`` in UTC, on SQLite and PostgreSQL alike) and model (for the cost).
+    """
+    today = now.astimezone(timezone.utc).date()
+    first = today - timedelta(days=days - 1)
+    since = datetime(first.year, first.month, first.day, tzinfo=timezone.utc)
+    runs = Run.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at", tzinfo=timezone.utc))
+    found = dict(_rows(runs, "day"))
+    dates = [today - timedelta(days=back) for back in range(days)]
+    return [found.get(day) or SpendRow(day.isoformat(), 0, 0, 0, 0) for day in dates]
