@@ -80,9 +80,9 @@ class RateLimitedError(HelixError):
 
 
 class BudgetExceededError(RateLimitedError):
-    """A run would start past a token budget (``HELIX["BUDGET_CLASSES"]``, :mod:`helix_django.budgets`).
+    """A run would start past a token or cost budget (``HELIX["BUDGET_CLASSES"]``, :mod:`helix_django.budgets`).
 
-    429, retryable: ``scope`` (the budget's, e.g. ``user`` or ``site``) and
+    429, retryable: ``scope`` (the budget's, e.g. ``user``, ``site``, ``user_cost``) and
     ``retryAfterSeconds`` (when the window frees enough), also sent as ``Retry-After``.
     Refused before the run-start commit: nothing is stored.
     """
