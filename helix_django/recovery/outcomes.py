@@ -115,7 +115,7 @@ async def ainterrupt(run: Run, partial: PartialOutput, *, stage: str, cause: str
     told = _told_partial(run, partial.message, RunStatus.INTERRUPTED)
     await aclose_stream(run, [*told, {"type": "helix-run-end", "status": "interrupted"}], end_status=None, error=body)
     ended = await sync_to_async(_fresh)(run.id)
-    await run_finished.asend(sender=Run, run=ended, status=RunStatus.INTERRUPTED)
+    await run_finished.asend(sender=Run, run=ended, status=RunStatus.INTERRUPTED, usage=dict(ended.usage or {}))
     telemetry.emit(
         "run.interrupted",
         **telemetry.run_fields(ended),
@@ -179,7 +179,7 @@ async def acomplete_from_provider(run: Run, result: Any) -> Run:
         run, [resync, {"type": "helix-run-end", "status": "completed"}], end_status="completed", error=None
     )
     ended = await sync_to_async(_fresh)(run.id)
-    await run_finished.asend(sender=Run, run=ended, status=RunStatus.COMPLETED)
+    await run_finished.asend(sender=Run, run=ended, status=RunStatus.COMPLETED, usage=dict(ended.usage or {}))
     return ended
 
 
@@ -211,5 +211,5 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
         run, [*told, {"type": "helix-run-end", "status": "cancelled"}], end_status="cancelled", error=None
     )
     ended = await sync_to_async(_fresh)(run.id)
-    await run_finished.asend(sender=Run, run=ended, status=RunStatus.CANCELLED)
+    await run_finished.asend(sender=Run, run=ended, status=RunStatus.CANCELLED, usage=dict(ended.usage or {}))
     return ended

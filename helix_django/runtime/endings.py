@@ -225,5 +225,5 @@ class EndingsMixin:
 
     async def _finished(self, run: Run, status: str) -> str:
         """Send ``run_finished`` with ``run`` as its terminal commit left it (no re-read); return ``status``."""
-        await run_finished.asend(sender=Run, run=run, status=status)
+        await run_finished.asend(sender=Run, run=run, status=status, usage=dict(run.usage or {}))
         return status
