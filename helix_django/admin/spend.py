@@ -14,6 +14,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count
 from django.db.models.functions import TruncDate
@@ -98,12 +99,14 @@ def spend_per_day(now: datetime, days: int = DAYS) -> list[SpendRow]:
 
     Every run started that day counts, whatever its ending (interrupted and cancelled ones
     included); a day without runs is a row of zeros. One aggregate query, grouped by day
-    (``TruncDate`` in UTC, on SQLite and PostgreSQL alike) and model (for the cost).
+    (``TruncDate`` in UTC, on SQLite and PostgreSQL alike) and model (for the cost). A site
+    without time zones (``USE_TZ = False``) stores local times: its days are local days.
     """
-    today = now.astimezone(timezone.utc).date()
+    utc = timezone.utc if settings.USE_TZ else None
+    today = now.astimezone(utc).date() if utc else now.date()
     first = today - timedelta(days=days - 1)
-    since = datetime(first.year, first.month, first.day, tzinfo=timezone.utc)
-    runs = Run.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at", tzinfo=timezone.utc))
+    since = datetime(first.year, first.month, first.day, tzinfo=utc)
+    runs = Run.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at", tzinfo=utc))
     found = dict(_rows(runs, "day"))
     dates = [today - timedelta(days=back) for back in range(days)]
     return [found.get(day) or SpendRow(day.isoformat(), 0, 0, 0, 0) for day in dates]

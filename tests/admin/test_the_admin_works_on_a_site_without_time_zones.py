@@ -7,11 +7,15 @@ dashboard's hourly buckets never matched a naive hour. Times are shown as they a
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from django.contrib.admin.utils import quote
 from django.urls import reverse
 
 from helix_django.admin import dashboard
+from helix_django.admin.spend import spend_per_day
+from helix_django.models import Run
 from tests.admin.test_actions import interrupted
 from tests.recovery.factories import InFlight
 
@@ -68,3 +72,11 @@ def test_the_dashboard_counts_this_hours_runs(naive_site):
     naive_site()
     board = dashboard.build()
     assert board.hourly[-1][1] == {"interrupted": 1}
+
+
+def test_the_spend_per_day_counts_todays_runs_on_local_days(naive_site):
+    flight = InFlight("s-naive-spend")
+    Run.objects.filter(pk=flight.run_id).update(usage={"inputTokens": 3, "outputTokens": 4})
+    naive_site()
+    days = spend_per_day(datetime.now())
+    assert (days[0].runs, days[0].input_tokens, days[0].output_tokens) == (1, 3, 4)
