@@ -25,8 +25,8 @@ SECTION_HELP = {
     "runtime": "executor + scripted provider (pace 0) into the database manager vs provider alone",
     "e2e": "3. end to end through the server's SSE chat route (HELIX_BENCH_SERVER: daphne or uvicorn)",
     "live": "4. many live generations on one process: stream-manager layer (delay p50/p99, CPU, memory)",
-    "sse": "4. many live generations on one process: through the server's SSE chat route (issue 23 ratios)",
-    "opens": "resume opens through the server: CPU per open, idle memory per open response (issue 23)",
+    "sse": "4. many live generations through the server's SSE chat route: per-delta CPU vs the durable floor",
+    "opens": "resume opens through the server: CPU per open, idle memory per open response (vs the site's DRF view)",
     "crossprocess": "a reader on another daphne process vs the local reader of the same run (channels_redis)",
 }
 

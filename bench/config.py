@@ -31,9 +31,9 @@ class Sizes:
     runtime_chunks: int = 2_000
     e2e_chunks: int = 500
     server_runs: tuple[int, ...] = (10, 100, 250, 500)
-    """Concurrent runs of the sse section (through the server; issue 23 names 10, 100 and 500)."""
+    """Concurrent runs of the sse section (through the server; the per-delta CPU target applies at 10 and 100)."""
     open_responses: int = 500
-    """Resumes opened at once by the opens section (issue 23: idle memory with 500 open)."""
+    """Resumes opened at once by the opens section (idle memory is measured with all of them open)."""
 
     @classmethod
     def preset(cls, name: str) -> Sizes:

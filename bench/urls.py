@@ -1,5 +1,5 @@
 """URLs of the benchmark site: the app's routes when the transport provides them, and the
-site's own authenticated endpoints (:mod:`bench.views`, the second baseline of issue 23)."""
+site's own authenticated endpoints (:mod:`bench.views`, the second baseline of the HTTP sections)."""
 
 from django.urls import include, path
 

@@ -1,4 +1,4 @@
-"""The site's own authenticated endpoints: the second baseline of the HTTP sections (issue 23).
+"""The site's own authenticated endpoints: the second baseline of the HTTP sections.
 
 A bare ASGI route (:mod:`bench.asgi`) authenticates nobody and runs no Django; helix's
 routes run the site's middleware and its DRF authentication before anything of their own.
@@ -7,8 +7,8 @@ ASGI handler, the site's middleware (``bench.settings.MIDDLEWARE``) and the same
 authentication classes as helix's routes (:func:`helix_django.access.policy.authentication_classes`,
 here DRF's token authentication), with ``IsAuthenticated``. Their responses are as small as
 the bare routes': ``ping`` answers ``ok`` to a POST, ``sse`` streams timestamped frames at
-a pace like ``/bench/sse``. The rows that use them carry no target: they show how much of
-helix's figure the site's own authenticated endpoint already takes.
+a pace like ``/bench/sse``. The rows that use them show how much of helix's figure the site's own authenticated
+endpoint already takes; the restated targets are ratios to them (bench/sections/e2e.py, opens.py).
 """
 
 from django.http import HttpResponse, StreamingHttpResponse

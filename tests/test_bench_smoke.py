@@ -61,4 +61,4 @@ def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_pa
     host_rows = [r for r in measured if r["baseline_name"].startswith("site's authenticated DRF")]
     if [r for r in measured if r["section"] == "e2e"]:  # the site's own authenticated endpoint answered 200
         assert {r["section"] for r in host_rows} >= {"e2e"}, [r["name"] for r in measured]
-        assert all(r["baseline"]["median"] > 0 and r["target"] == "" for r in host_rows), host_rows
+        assert all(r["baseline"]["median"] > 0 for r in host_rows), host_rows

@@ -1,4 +1,4 @@
-"""Section 3: end to end through daphne's SSE chat route (issue 8).
+"""Section 3: end to end through the server's SSE chat route (daphne or ``HELIX_BENCH_SERVER``).
 
 A daphne subprocess serves ``bench.asgi`` on loopback with the bench SQLite file; the
 default agent is the scripted provider at pace 0 with an ``e2e_chunks``-token reply.
@@ -8,12 +8,14 @@ then one more message in each of those sessions (the next turn of a conversation
 body carrying the first turn as the AI SDK client's does). Baselines in the same repeat:
 the HTTP floor (a POST of the same kind of body and headers to a bare ASGI route that
 reads it, on the same server and client) for the time to first byte, the provider
-alone for throughput. A second floor, with no target: the same POST to the site's own
-authenticated endpoint (``/bench/authenticated/ping``, :mod:`bench.views`: Django's handler,
-the site's middleware and the same token authentication, answering ``ok``), which shows how
-much of helix's time to first byte any authenticated endpoint of the site takes.
-Target: time to first byte added by persistence and transport (chat TTFB - floor)
-< 5 ms median.
+alone for throughput. A second floor: the same POST to the site's own authenticated endpoint
+(``/bench/authenticated/ping``, :mod:`bench.views`: Django's handler, the site's middleware
+and the same token authentication, answering ``ok``), what any authenticated endpoint of the
+site takes.
+Targets (medians over repeats): time to first byte added by persistence and transport
+(chat TTFB - bare floor) < 5 ms; time to first byte added over the site's own authenticated
+POST (chat TTFB - that view's TTFB) <= 1 ms. The added TTFB as a multiple of the bare POST's
+is informational.
 """
 
 from __future__ import annotations
@@ -34,10 +36,10 @@ NAME = "e2e"
 SENDS = 20  # per repeat: the median of 20 sends (5 moved by a millisecond between runs)
 PINGS = 20
 TARGET_ADDED_MS = 5.0
-TARGET_ADDED_RATIO = 2.0
-"""Issue 23: the time to first byte helix adds is at most twice a bare POST's."""
+TARGET_ADDED_OVER_HOST_MS = 1.0
+"""Time to first byte added over the site's own authenticated POST, ms (median)."""
 HOST_PING = "/bench/authenticated/ping"
-"""The site's own authenticated endpoint (:mod:`bench.views`): the second floor, no target."""
+"""The site's own authenticated endpoint (:mod:`bench.views`): the second floor."""
 WARM_UP_TIMEOUT_SECONDS = 20
 
 
@@ -219,9 +221,7 @@ async def run(sizes: Sizes) -> list[Row]:
             baseline_name="bare ASGI ping (POST, same body)",
             baseline=Stat.of(floor, "ms"),
             ratio=added_ratio,
-            target=f"<= {TARGET_ADDED_RATIO:g}x bare",
-            holds=added_ratio.median <= TARGET_ADDED_RATIO,
-            note="issue 23: what helix adds to the first byte, next to what the server and client take alone",
+            note="informational: what helix adds to the first byte, next to what the server and client take alone",
         ),
         Row(
             NAME,
@@ -230,6 +230,8 @@ async def run(sizes: Sizes) -> list[Row]:
             baseline_name="site's authenticated DRF view (POST)",
             baseline=Stat.of(host_floor, "ms"),
             ratio=paired_ratio(beyond_host, host_floor),
+            target=f"<= {TARGET_ADDED_OVER_HOST_MS:g} ms added",
+            holds=statistics.median(beyond_host) <= TARGET_ADDED_OVER_HOST_MS,
             note="chat TTFB minus the TTFB of the site's own view with its middleware and token auth (bench/views.py)",
         ),
         Row(
