@@ -18,28 +18,13 @@ from django.utils.translation import gettext_lazy as _
 
 from helix_django.admin import causes, dashboard, display, views
 from helix_django.admin.filters import ATTENTION, AttentionFilter, StuckFilter
+from helix_django.admin.run_layout import DETAIL_DISPLAYS, FIELDSETS
 from helix_django.admin.texts import TITLES
 from helix_django.admin.timeline import change_page_context
 from helix_django.models import Run
 from helix_django.recovery import inventory as inv
 from helix_django.store import leases
 
-#: Display methods of the change page (read-only fields that format a stored value for people).
-DETAIL_DISPLAYS = (
-    "status_badge",
-    "tokens",
-    "cost",
-    "cause",
-    "resolution",
-    "partial_output",
-    "error_summary",
-    "cancel_requested",
-    "lease_expires",
-    "last_event_exact",
-    "created",
-    "started",
-    "finished",
-)
 #: Actions offered in bulk from the changelist (each goes through a confirmation page).
 BULK_ACTIONS = (inv.CHECK_STATUS, inv.MARK_INTERRUPTED, inv.CANCEL, inv.KEEP_PARTIAL, inv.DISCARD_PARTIAL)
 
@@ -119,64 +104,7 @@ class RunAdmin(admin.ModelAdmin):
             return HttpResponseRedirect(f"{request.path}?{AttentionFilter.parameter_name}={ATTENTION}")
         return super().changelist_view(request, extra_context)
 
-    fieldsets = (
-        (
-            None,
-            {
-                "fields": (
-                    "id",
-                    "session",
-                    "status_badge",
-                    "kind",
-                    "attempt",
-                    "turn_message_id",
-                    "agent",
-                    "provider",
-                    "model",
-                    "tokens",
-                    "cost",
-                )
-            },
-        ),
-        (
-            _("Interruption and recovery"),
-            {
-                "fields": (
-                    "interrupted_stage",
-                    "partial_output",
-                    "cause",
-                    "resolution",
-                    "is_continuation_valid",
-                    "provider_operation_id",
-                    "cancel_requested",
-                    "cancelled_by",
-                    "provider_cancel_result",
-                    "error_summary",
-                )
-            },
-        ),
-        (
-            _("Lease and timing"),
-            {
-                "classes": ("collapse",),
-                "fields": (
-                    "lease_owner",
-                    "lease_expires",
-                    "last_event_exact",
-                    "created",
-                    "started",
-                    "finished",
-                ),
-            },
-        ),
-        (
-            _("Stream and conversation"),
-            {
-                "classes": ("collapse",),
-                "fields": ("request_key", "start_message_count", "start_sequence", "response_message_id", "step_count"),
-            },
-        ),
-    )
+    fieldsets = FIELDSETS
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [f.name for f in Run._meta.fields if f.name not in self.exclude] + list(DETAIL_DISPLAYS)

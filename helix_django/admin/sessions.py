@@ -45,10 +45,10 @@ class MessageInline(admin.TabularInline):
 
 
 class RunInline(admin.TabularInline):
-    """The session's generations, newest first (read-only; open one to act on it)."""
+    """The session's generations (attempts), newest first, with their tokens and cost (read-only; open one to act)."""
 
     model = Run
-    fields = ("id", "status", "kind", "attempt", "provider", "model", "partial_chars", "created_at")
+    fields = ("id", "status", "kind", "attempt", "provider", "model", "tokens", "cost", "partial_chars", "created_at")
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -60,6 +60,16 @@ class RunInline(admin.TabularInline):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description=_("tokens"))
+    def tokens(self, obj: Run) -> str:
+        """What this attempt's model calls cost, estimated tokens named (helix_django/usage.py)."""
+        return display.tokens(obj.usage)
+
+    @admin.display(description=_("cost"))
+    def cost(self, obj: Run) -> str:
+        """What this attempt's tokens cost at its model's price (helix_django/pricing.py)."""
+        return display.cost(obj.model, obj.usage)
 
 
 class QueuedMessageInline(admin.TabularInline):

@@ -58,3 +58,20 @@ def test_the_dashboard_shows_cost_by_model_ending_and_user(staff_client, django_
     assert {row.label: row.cost for row in by_status} == {"completed": "3.00 USD", "interrupted": "0.03 EUR + 0.20 USD"}
     assert [(row.label, row.cost) for row in users] == [("ada-payer", "0.03 EUR + 3.20 USD")]
     assert "3.20 USD" in page.content.decode()
+
+
+@override_settings(HELIX={"MODEL_PRICES": PRICES})
+def test_the_session_page_shows_each_attempts_tokens_and_cost(staff_client):
+    first = InFlight("s-attempts")
+    Run.objects.filter(pk=first.run_id).update(
+        status="interrupted", model="model-a", usage={"inputTokens": 100, "outputTokens": 20}
+    )
+    second = InFlight("s-attempts")
+    Run.objects.filter(pk=second.run_id).update(
+        status="completed", attempt=2, model="model-a", usage={"inputTokens": 1000, "outputTokens": 300}
+    )
+    page = staff_client.get(reverse("admin:helix_django_chatsession_change", args=["s-attempts"])).content.decode()
+    assert "0.40 USD" in page  # attempt 1: (100 * 2 + 20 * 10) / 1000
+    assert "5.00 USD" in page  # attempt 2: (1000 * 2 + 300 * 10) / 1000
+    assert "5.40 USD" in page  # the session's sum
+    assert "100 in · 20 out" in page and "1000 in · 300 out" in page and "1100 in · 320 out" in page
