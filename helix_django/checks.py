@@ -11,6 +11,7 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 
+from helix_django import cost_checks  # noqa: F401 - registers W009
 from helix_django.access import checks as access_checks  # noqa: F401 - registers W008
 from helix_django.conf import DEFAULTS, SettingImportError, helix_settings, import_from_setting
 from helix_django.limits import check_limits

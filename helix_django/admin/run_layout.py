@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.utils.translation import gettext_lazy as _
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldsetSpec
 
 #: Display methods of the change page (read-only fields that format a stored value for people).
 DETAIL_DISPLAYS = (
@@ -22,7 +25,7 @@ DETAIL_DISPLAYS = (
     "started",
     "finished",
 )
-FIELDSETS: tuple[tuple[Any, dict[str, Any]], ...] = (
+FIELDSETS: _FieldsetSpec = (
     (
         None,
         {
