@@ -16,10 +16,10 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Count
+from django.db.models import BooleanField, Case, Count, Value, When
 from django.db.models.functions import TruncDate
 
-from helix_django.models import Run
+from helix_django.models import Run, RunStatus
 from helix_django.pricing import add_costs, format_costs, run_cost
 from helix_django.usage import token_sum
 
@@ -27,6 +27,8 @@ from helix_django.usage import token_sum
 TOP_USERS = 5
 #: Days listed under "Spend per day", today (UTC) included.
 DAYS = 14
+#: The endings whose spend the per-day table shows apart: the answers nobody got whole.
+CUT_ENDINGS = (RunStatus.INTERRUPTED, RunStatus.CANCELLED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +42,8 @@ class SpendRow:
     estimated_tokens: int
     costs: dict[str, Decimal] = dataclasses.field(default_factory=dict)
     """The cost of the priced runs, ``{currency: amount}`` (unpriced runs left out)."""
+    cut: SpendRow | None = None
+    """The part of the row spent by runs that ended interrupted or cancelled (per-day rows)."""
 
     @property
     def total(self) -> int:
@@ -56,8 +60,34 @@ def _label(key: Any) -> str:
     return key.isoformat() if isinstance(key, date) else str(key or "—")
 
 
-def _rows(runs: Any, field: str) -> list[tuple[Any, SpendRow]]:
+def _sums() -> list[Any]:
+    return [0, 0, 0, 0, []]  # runs, input, output, estimated, costs
+
+
+def _add(line: list[Any], row: dict[str, Any]) -> None:
+    usage = {"inputTokens": row["input"], "outputTokens": row["output"], "cachedTokens": row["cached"]}
+    line[0] += row["n"]
+    line[1] += row["input"]
+    line[2] += row["output"]
+    line[3] += row["estimated"]
+    line[4].append(run_cost(row["model"], usage))
+
+
+def _row(key: Any, line: list[Any], cut: SpendRow | None = None) -> SpendRow:
+    n, tokens_in, tokens_out, estimated, costs = line
+    return SpendRow(_label(key), n, tokens_in, tokens_out, estimated, add_costs(costs), cut)
+
+
+def _rows(runs: Any, field: str, *, with_cut: bool = False) -> list[tuple[Any, SpendRow]]:
+    """Group ``runs`` by ``field`` (and model, for the price): one aggregate query; the largest total first.
+
+    ``with_cut``: each row also carries the part spent by interrupted and cancelled runs (``cut``).
+    """
     fields = [field] if field == "model" else [field, "model"]
+    if with_cut:
+        is_cut = Case(When(status__in=CUT_ENDINGS, then=Value(True)), default=Value(False), output_field=BooleanField())
+        runs = runs.annotate(is_cut=is_cut)
+        fields.append("is_cut")
     grouped = runs.values(*fields).annotate(
         n=Count("id"),
         input=token_sum("inputTokens"),
@@ -66,17 +96,13 @@ def _rows(runs: Any, field: str) -> list[tuple[Any, SpendRow]]:
         cached=token_sum("cachedTokens"),
     )
     sums: dict[Any, list[Any]] = {}
+    cuts: dict[Any, list[Any]] = {}
     for row in grouped.order_by():
-        usage = {"inputTokens": row["input"], "outputTokens": row["output"], "cachedTokens": row["cached"]}
-        line = sums.setdefault(row[field], [0, 0, 0, 0, []])
-        line[0] += row["n"]
-        line[1] += row["input"]
-        line[2] += row["output"]
-        line[3] += row["estimated"]
-        line[4].append(run_cost(row["model"], usage))
+        _add(sums.setdefault(row[field], _sums()), row)
+        if with_cut and row["is_cut"]:
+            _add(cuts.setdefault(row[field], _sums()), row)
     rows = [
-        (key, SpendRow(_label(key), n, tokens_in, tokens_out, estimated, add_costs(costs)))
-        for key, (n, tokens_in, tokens_out, estimated, costs) in sums.items()
+        (key, _row(key, line, _row(key, cuts.get(key, _sums())) if with_cut else None)) for key, line in sums.items()
     ]
     return sorted(rows, key=lambda pair: -pair[1].total)
 
@@ -97,9 +123,10 @@ def spend(since: datetime) -> dict[str, list[SpendRow]]:
 def spend_per_day(now: datetime, days: int = DAYS) -> list[SpendRow]:
     """Return one row per UTC day of the last ``days`` (today included), newest first, labelled ``YYYY-MM-DD``.
 
-    Every run started that day counts, whatever its ending (interrupted and cancelled ones
-    included); a day without runs is a row of zeros. One aggregate query, grouped by day
-    (``TruncDate`` in UTC, on SQLite and PostgreSQL alike) and model (for the cost). A site
+    Every run started that day counts, whatever its ending; each row's ``cut`` is the part
+    spent by runs that ended interrupted or cancelled. A day without runs is a row of zeros.
+    One aggregate query, grouped by day (``TruncDate`` in UTC, on SQLite and PostgreSQL alike),
+    model (for the cost) and whether the run ended interrupted or cancelled. A site
     without time zones (``USE_TZ = False``) stores local times: its days are local days.
     """
     utc = timezone.utc if settings.USE_TZ else None
@@ -107,6 +134,7 @@ def spend_per_day(now: datetime, days: int = DAYS) -> list[SpendRow]:
     first = today - timedelta(days=days - 1)
     since = datetime(first.year, first.month, first.day, tzinfo=utc)
     runs = Run.objects.filter(created_at__gte=since).annotate(day=TruncDate("created_at", tzinfo=utc))
-    found = dict(_rows(runs, "day"))
+    found = dict(_rows(runs, "day", with_cut=True))
     dates = [today - timedelta(days=back) for back in range(days)]
-    return [found.get(day) or SpendRow(day.isoformat(), 0, 0, 0, 0) for day in dates]
+    empty = SpendRow("", 0, 0, 0, 0)
+    return [found.get(day) or SpendRow(day.isoformat(), 0, 0, 0, 0, cut=empty) for day in dates]

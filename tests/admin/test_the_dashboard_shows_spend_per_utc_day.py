@@ -46,8 +46,13 @@ def test_each_of_the_last_14_utc_days_shows_its_runs_tokens_and_cost(staff_clien
     assert shown[(today - timedelta(days=3)).isoformat()] == (1, 7, 40, 40, "0.414 USD")
     assert shown[(today - timedelta(days=2)).isoformat()] == (0, 0, 0, 0, "—")
     assert sum(row.runs for row in days) == 4  # the run 20 days ago is outside
+    cut = {row.label: (row.cut.runs, row.cut.total, row.cut.cost) for row in days}
+    assert cut[(today - timedelta(days=1)).isoformat()] == (1, 55, "0.15 USD")  # the cancelled run: (100 + 50) / 1000
+    assert cut[(today - timedelta(days=3)).isoformat()] == (1, 47, "0.414 USD")  # the interrupted one
+    assert cut[today.isoformat()] == (0, 0, "—") and cut[(today - timedelta(days=2)).isoformat()] == (0, 0, "—")
 
     page = staff_client.get(reverse("admin:helix_django_run_dashboard"))
     assert [row.label for row in page.context["spend_days"]] == [row.label for row in days]
     body = page.content.decode()
     assert "Spend per day (last 14 days, UTC)" in body and "0.45 USD" in body
+    assert "interrupted or cancelled: cost" in body and '<td class="helix-spend-cut-cost">0.15 USD</td>' in body
