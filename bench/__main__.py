@@ -17,7 +17,7 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "opens", "crossprocess")
+SECTIONS = ("append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "opens", "crossprocess", "capacity")
 SECTION_HELP = {
     "append": "1. append throughput per stream manager vs raw driver",
     "resume": "2. resume cost vs history (first chunk, last 100 chunks)",
@@ -27,6 +27,7 @@ SECTION_HELP = {
     "live": "4. many live generations on one process: stream-manager layer (delay p50/p99, CPU, memory)",
     "sse": "4. many live generations through the server's SSE chat route: per-delta CPU vs the durable floor",
     "opens": "resume opens through the server: CPU per open, idle memory per open response (vs the site's DRF view)",
+    "capacity": "live runs at 50 tok/s one and two server processes carry at p99 <= 100 ms (client shares the cores)",
     "crossprocess": "a reader on another daphne process vs the local reader of the same run (channels_redis)",
 }
 

@@ -34,6 +34,17 @@ class Sizes:
     """Concurrent runs of the sse section (through the server; the per-delta CPU target applies at 10 and 100)."""
     open_responses: int = 500
     """Resumes opened at once by the opens section (idle memory is measured with all of them open)."""
+    capacity_start: int = 25
+    """Live runs of the capacity sweep's first step (then doubled while p99 <= 100 ms)."""
+    capacity_max: int = 1_600
+    """The sweep's largest step: a count that holds here is a lower bound."""
+    capacity_refine: int = 2
+    """Bisection steps between the last count that held and the first that did not."""
+    capacity_seconds: float = 3.0
+    """Steady seconds of each step (plus a start allowance per run)."""
+    capacity_servers: tuple[str, ...] = ("daphne", "uvicorn")
+    capacity_two_processes: bool = True
+    """Also sweep two server processes (Redis manager; database manager + channels_redis)."""
 
     @classmethod
     def preset(cls, name: str) -> Sizes:
@@ -52,6 +63,9 @@ class Sizes:
                 e2e_chunks=200,
                 server_runs=(10, 100),
                 open_responses=200,
+                capacity_max=800,
+                capacity_refine=1,
+                capacity_seconds=2.0,
             )
         if name == "tiny":
             return cls(
@@ -70,6 +84,12 @@ class Sizes:
                 e2e_chunks=20,
                 server_runs=(5,),
                 open_responses=5,
+                capacity_start=4,
+                capacity_max=4,
+                capacity_refine=0,
+                capacity_seconds=0.3,
+                capacity_servers=("daphne",),
+                capacity_two_processes=False,
             )
         return cls()
 

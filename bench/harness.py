@@ -120,6 +120,8 @@ def delay_rows(
 def _fmt(value: float, unit: str) -> str:
     if unit == "x":
         return f"{value:.2f}x"
+    if unit == "runs":
+        return f"{value:.0f} runs"
     if unit == "%":
         return f"{value:.0f}%"
     if abs(value) >= 10_000:
