@@ -13,6 +13,8 @@ measurement (no persistence, no run).
 (BEGIN IMMEDIATE, the stream row's head moved, the chunk row inserted, COMMIT: the statements
 of helix's group commit for one delta, on the same tables and file, on the event loop like its
 inline writes): the floor of any server that stores each delta before it sends it.
+``/bench/peers/eventstream?tokens=N&pace=TPS`` is the peer route: the same deltas published through
+django-eventstream with its database storage (:mod:`bench.peers`).
 ``/bench/heap?op=start|read|stop`` drives :mod:`tracemalloc` in this server process (the
 opens section's idle-memory row, :func:`heap`): bench-only, never part of helix_django.
 
@@ -34,6 +36,7 @@ from django.core.asgi import get_asgi_application as django_asgi_application  # 
 
 django_app = django_asgi_application()
 
+from bench import peers  # noqa: E402
 from bench.frames import paced_deltas  # noqa: E402
 from helix_django.transport.routing import get_asgi_application  # noqa: E402
 from helix_django.tuning import tune_gc_for_streaming  # noqa: E402
@@ -144,6 +147,9 @@ async def application(scope, receive, send):
         return
     if scope["type"] == "http" and scope["path"] == "/bench/heap":
         await heap(scope, send)
+        return
+    if scope["type"] == "http" and scope["path"] == "/bench/peers/eventstream":
+        await peers.eventstream(scope, receive, send, django_app)
         return
     kind = "bare" if scope["type"] == "http" and scope["path"] == "/bench/sse" else "helix"
     if scope["type"] == "http" and scope["path"].startswith("/bench/authenticated/"):

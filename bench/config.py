@@ -34,7 +34,7 @@ class Sizes:
     """Concurrent runs of the sse section (through the server; the per-delta CPU target applies at 10 and 100)."""
     open_responses: int = 500
     """Resumes opened at once by the opens section (idle memory is measured with all of them open)."""
-    capacity_start: int = 25
+    capacity_start: int = 10
     """Live runs of the capacity sweep's first step (then doubled while p99 <= 100 ms)."""
     capacity_max: int = 1_600
     """The sweep's largest step: a count that holds here is a lower bound."""
@@ -63,8 +63,8 @@ class Sizes:
                 e2e_chunks=200,
                 server_runs=(10, 100),
                 open_responses=200,
+                capacity_start=10,
                 capacity_max=800,
-                capacity_refine=1,
                 capacity_seconds=2.0,
             )
         if name == "tiny":

@@ -5,10 +5,12 @@ transactions: the embedded default). With ``HELIX_BENCH_DATABASE_URL`` (a Postgr
 URL) a second alias ``postgres`` is configured for the database stream manager on
 PostgreSQL. ``HELIX_BENCH_OVERRIDES`` (JSON) is merged over ``HELIX`` (the e2e
 section's daphne server). ``HELIX_BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/14``) is the
-Redis the Redis rows use; with ``HELIX_BENCH_CHANNEL_LAYER_PREFIX`` the channel layer is
+Redis the Redis rows use; with django-eventstream installed its app is installed, database storage
+(the peer route, :mod:`bench.peers`); with ``HELIX_BENCH_CHANNEL_LAYER_PREFIX`` the channel layer is
 channels_redis on it, its keys under that prefix (the crossprocess section's servers).
 """
 
+import importlib.util
 import json
 import os
 import tempfile
@@ -73,6 +75,9 @@ if os.environ.get("HELIX_BENCH_CHANNEL_LAYER_PREFIX"):  # the crossprocess secti
             },
         }
     }
+if importlib.util.find_spec("django_eventstream") is not None:  # the peer route (bench.peers)
+    INSTALLED_APPS.append("django_eventstream")
+    EVENTSTREAM_STORAGE_CLASS = "django_eventstream.storage.DjangoModelStorage"
 ASGI_APPLICATION = "bench.asgi.application"
 STATIC_URL = "/static/"
 HELIX = {"ALLOW_ANONYMOUS": True}

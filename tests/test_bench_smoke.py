@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = {"append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "opens", "crossprocess"}
+SECTIONS = {"append", "resume", "snapshot", "runtime", "e2e", "live", "sse", "opens", "crossprocess", "capacity"}
 
 
 @pytest.mark.timeout(300)
@@ -47,7 +47,7 @@ def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_pa
         assert value["min"] <= value["median"] <= value["max"], row["name"]
         assert len(value["samples"]) >= 1
         if row["baseline"] is not None:
-            assert row["ratio"] is not None or row["section"] in ("live", "sse", "opens"), row["name"]
+            assert row["ratio"] is not None or row["section"] in ("live", "sse", "opens", "capacity"), row["name"]
     for row in rows:
         if not row["available"]:
             assert row["note"].startswith("not available: "), row
@@ -58,6 +58,9 @@ def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_pa
     if sse_rows:  # through the server: the durable floor is measured beside the bare route
         floor = [r for r in sse_rows if r["baseline_name"] == "bare SSE + 1 SQLite commit/delta"]
         assert floor and floor[0]["ratio"]["median"] > 0, [r["name"] for r in sse_rows]
+    capacity = [r for r in measured if r["section"] == "capacity" and r["name"].endswith("runs held")]
+    if [r for r in measured if r["section"] == "e2e"]:  # the server streamed: every route was swept
+        assert capacity and all(r["value"]["unit"] == "runs" for r in capacity), [r["name"] for r in rows]
     host_rows = [r for r in measured if r["baseline_name"].startswith("site's authenticated DRF")]
     if [r for r in measured if r["section"] == "e2e"]:  # the site's own authenticated endpoint answered 200
         assert {r["section"] for r in host_rows} >= {"e2e"}, [r["name"] for r in measured]

@@ -10,7 +10,8 @@ the largest count that held (one step per count: a noisy machine moves it by a s
 
 Routes, one server process each: helix's chat POST with the database stream manager on
 SQLite, and with the Redis stream manager; the durable floor (``/bench/sse?store=1``: bare
-SSE + one SQLite commit per delta); the bare SSE route (no Django, no storage).
+SSE + one SQLite commit per delta); the bare SSE route (no Django, no storage); the peer,
+django-eventstream with its database storage (:mod:`bench.peers`), when it is installed.
 Two processes: two servers of the same kind on two ports, the client splitting the runs
 evenly between them (round-robin; a load balancer's share, without one in the path), with
 the Redis stream manager, and with the database manager on SQLite plus channels_redis.
@@ -31,6 +32,7 @@ import uuid
 
 from bench.config import Sizes, redis_backend
 from bench.harness import Row, Stat, not_available
+from bench.peers import eventstream_missing
 from bench.sections.capacity_load import Step, Target, step
 
 NAME = "capacity"
@@ -100,8 +102,11 @@ def count_row(name: str, steps: list[Step], sizes: Sizes) -> Row:
     return Row(NAME, name, value=Stat.of([count], "runs"), note=f"{trail}; {busy} (the client shares the cores)")
 
 
-def ratio_row(name: str, value: int, base: int, baseline_name: str, limit: float, against: str) -> Row:
-    """A ratio of two counts with its target (``>= limit x against``); no verdict when ``base`` is 0."""
+def ratio_row(name: str, value: int, base: int, baseline_name: str, limit: float | None, against: str) -> Row:
+    """A ratio of two counts with its target (``>= limit x against``; none when ``limit`` is None).
+
+    No verdict when ``base`` is 0.
+    """
     ratio = Stat.of([value / base], "x") if base else None
     return Row(
         NAME,
@@ -110,8 +115,8 @@ def ratio_row(name: str, value: int, base: int, baseline_name: str, limit: float
         baseline_name=baseline_name,
         baseline=Stat.of([base], "runs"),
         ratio=ratio,
-        target=f">= {limit:g}x {against}",
-        holds=None if ratio is None else ratio.median >= limit,
+        target="" if limit is None else f">= {limit:g}x {against}",
+        holds=None if ratio is None or limit is None else ratio.median >= limit,
     )
 
 
@@ -177,15 +182,19 @@ async def run(sizes: Sizes) -> list[Row]:
         return [not_available(NAME, "live runs held at p99 <= 100 ms", reason)]
     auth = (await sync_to_async(token_headers)())["Authorization"]
     redis = redis_backend()
+    peer_reason = eventstream_missing()
     two_reason = two_process_missing() or (redis if isinstance(redis, str) else "")
     rows: list[Row] = []
     for server in sizes.capacity_servers:
         counts: dict[str, int] = {}
 
         add = _Adder(server, sizes, rows, counts)
-        found = await measure_setup(server, 1, ["helix-db", "floor", "bare"], sizes, auth)
-        for label in ("helix-db", "floor", "bare"):
+        routes = ["helix-db", "floor", "bare"] + ([] if peer_reason else ["eventstream"])
+        found = await measure_setup(server, 1, routes, sizes, auth)
+        for label in routes:
             add(label, found, label, 1)
+        if peer_reason:
+            rows.append(not_available(NAME, f"{LABELS['eventstream']} via {server}", peer_reason))
         if isinstance(redis, str):
             rows.append(not_available(NAME, f"{LABELS['helix-redis']} via {server}", redis))
         else:
@@ -237,6 +246,18 @@ def ratio_rows(server: str, counts: dict[str, int]) -> list[Row]:
                     "durable floor, 1 process",
                     TARGET_FLOOR_RATIO,
                     "floor",
+                )
+            )
+        if f"{label}/1" in counts and "eventstream/1" in counts:
+            peer = LABELS["eventstream"]
+            rows.append(
+                ratio_row(
+                    f"{LABELS[label]} via {server}: runs held vs the peer's",
+                    counts[f"{label}/1"],
+                    counts["eventstream/1"],
+                    f"{peer}, 1 process",
+                    None,
+                    "peer",
                 )
             )
         if f"{label}/2" in counts and f"{label}/1" in counts:

@@ -31,6 +31,7 @@ import uuid
 
 from bench.config import Sizes
 from bench.harness import Row, Stat, delay_rows, not_available, paired_ratio
+from bench.peers import eventstream_missing
 from bench.sections.e2e import missing, server_name, start_server, token_headers
 
 NAME = "sse"
@@ -107,14 +108,21 @@ async def _follow(client, method: str, url: str, sample: Sample, **kwargs) -> No
 
 
 async def _measure(
-    client, server, runs: int, tokens: int, pace: float, headers, *, bare: bool, store: bool = False
+    client, server, runs: int, tokens: int, pace: float, headers, *, bare: bool, store: bool = False, peer: bool = False
 ) -> dict[str, float]:
+    """Read ``runs`` responses at once: helix's chat POST, or (``bare``) the bare route (``store``: the durable
+    floor) or (``peer``) django-eventstream's; return p50/p99 delay (ms), server CPU (s per 1 000 deltas),
+    RSS growth (KiB per response) and the number of steady samples."""
     sample = Sample()
     pid = server.process.pid
     rss_before, cpu_before = _proc_rss_bytes(pid), _proc_cpu_seconds(pid)
     tasks = []
     for _ in range(runs):
-        if bare:
+        if peer:
+            tasks.append(
+                _follow(client, "GET", server.url(f"/bench/peers/eventstream?tokens={tokens}&pace={pace}"), sample)
+            )
+        elif bare:
             url = server.url(f"/bench/sse?tokens={tokens}&pace={pace}" + ("&store=1" if store else ""))
             tasks.append(_follow(client, "GET", url, sample))
         else:
@@ -149,9 +157,14 @@ async def _measure(
 
 async def _config(client, server, runs: int, tokens: int, pace: float, headers, repeats: int, name: str) -> list[Row]:
     """Measure ``runs`` concurrent generations ``repeats`` times, each next to the bare SSE route."""
+    import httpx
+
     mine: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu", "rss")}
     base: dict[str, list[float]] = {k: [] for k in mine}
     durable: list[float] = []
+    peer: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu")}
+    peer_error = "" if runs <= DURABLE_MAX_RUNS else f"measured up to {DURABLE_MAX_RUNS} runs"
+    peer_error = peer_error or eventstream_missing()
     for _ in range(repeats):
         measured = await _measure(client, server, runs, tokens, pace, headers, bare=True)
         for key in base:
@@ -159,6 +172,13 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
         if runs <= DURABLE_MAX_RUNS:
             measured = await _measure(client, server, runs, tokens, pace, headers, bare=True, store=True)
             durable.append(measured["cpu"])
+        if not peer_error:
+            try:
+                measured = await _measure(client, server, runs, tokens, pace, headers, bare=True, peer=True)
+                for key in peer:
+                    peer[key].append(measured[key])
+            except (AssertionError, ValueError, httpx.HTTPError) as exc:
+                peer_error = f"failed: {exc!r}"[:200]
         measured = await _measure(client, server, runs, tokens, pace, headers, bare=False)
         for key in mine:
             mine[key].append(measured[key])
@@ -175,6 +195,7 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
     )
     if durable:
         rows.append(floor_row(name, runs, mine["cpu"], durable))
+    rows += peer_rows(name, mine, peer, peer_error)
     return rows
 
 
@@ -251,3 +272,32 @@ def clock_agent_settings(tokens: int, pace: float) -> dict:
             }
         }
     }
+
+
+PEER_NAME = "django-eventstream (database storage)"
+PEER_NOTE = "the peer saves one Event row per delta (send_event) and serves its own SSE view (bench/peers.py)"
+
+
+def peer_rows(name: str, mine: dict[str, list[float]], peer: dict[str, list[float]], error: str) -> list[Row]:
+    """Helix's delay p50/p99 (ms) and CPU per 1 000 deltas (s) next to django-eventstream's, same repeats.
+
+    ``peer`` holds the peer's per-repeat samples under ``p50``, ``p99``, ``cpu``; with
+    ``error`` (or no sample) one "not available" row says why. No target: the ratio is
+    helix / peer (below 1: helix does better).
+    """
+    if error or not peer["cpu"]:
+        return [not_available(NAME, f"{name}: next to {PEER_NAME}", error or "not measured")]
+    labels = {"p50": ("delay p50", "ms"), "p99": ("delay p99", "ms"), "cpu": ("server CPU per 1000 deltas", "s")}
+    count = len(peer["cpu"])  # a repeat that failed ends the peer's samples: pair the repeats both have
+    return [
+        Row(
+            NAME,
+            f"{name}: {label} next to a peer",
+            value=Stat.of(mine[key][:count], unit),
+            baseline_name=PEER_NAME,
+            baseline=Stat.of(peer[key], unit),
+            ratio=paired_ratio(mine[key][:count], peer[key]),
+            note=PEER_NOTE if key == "cpu" else "",
+        )
+        for key, (label, unit) in labels.items()
+    ]
