@@ -87,8 +87,11 @@ def held(steps: list[Step]) -> int:
     return max((s.runs for s in steps if s.holds(LIMIT_MS)), default=0)
 
 
-def count_row(name: str, steps: list[Step], sizes: Sizes) -> Row:
-    """The row of one sweep: the largest count held, the steps and who was busy where it stopped."""
+def count_row(name: str, steps: list[Step], sizes: Sizes, *, redis: bool = False) -> Row:
+    """The row of one sweep: the largest count held, the steps and who was busy where it stopped.
+
+    ``redis``: also give redis-server's CPU per delivered delta at the largest count held.
+    """
     count = held(steps)
     failing = [s for s in steps if not s.holds(LIMIT_MS)]
     trail = ", ".join(s.describe(LIMIT_MS) for s in steps)
@@ -99,6 +102,9 @@ def count_row(name: str, steps: list[Step], sizes: Sizes) -> Row:
             busy += "; the load generator was the limit, not the server"
     else:
         busy = f"held up to the sweep's cap ({sizes.capacity_max}): a lower bound"
+    top = max((s for s in steps if s.holds(LIMIT_MS)), key=lambda s: s.runs, default=None)
+    if redis and top is not None and top.deltas:
+        busy += f"; redis-server CPU at {top.runs}: {top.redis_seconds / top.deltas * 1e6:.0f} us per delta"
     return Row(NAME, name, value=Stat.of([count], "runs"), note=f"{trail}; {busy} (the client shares the cores)")
 
 
@@ -229,7 +235,7 @@ class _Adder:
             self.rows.append(not_available(NAME, name, found[key]))
             return
         self.counts[f"{label}/{processes}"] = held(found[key])
-        self.rows.append(count_row(name, found[key], self.sizes))
+        self.rows.append(count_row(name, found[key], self.sizes, redis="redis" in label or processes > 1))
 
 
 def ratio_rows(server: str, counts: dict[str, int]) -> list[Row]:

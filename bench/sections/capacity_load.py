@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import re
 import time
 import uuid
@@ -57,6 +58,10 @@ class Step:
     client_cores: float = 0.0
     server_cores: float = 0.0
     error: str = ""
+    deltas: int = 0
+    """Deltas the step delivered (every response's)."""
+    redis_seconds: float = 0.0
+    """CPU seconds of the machine's redis-server processes over the step (shared: others' load counts too)."""
 
     def holds(self, limit_ms: float) -> bool:
         """Whether the step carried every response with p99 within ``limit_ms``."""
@@ -67,6 +72,21 @@ class Step:
         if self.error:
             return f"{self.runs}: FAIL ({self.error})"
         return f"{self.runs}: p99 {self.p99:.0f} ms {'ok' if self.holds(limit_ms) else 'FAIL'}"
+
+
+def _redis_cpu_seconds() -> float:
+    """CPU seconds so far of every ``redis-server`` process this user can read (0 when none)."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as handle:
+                if handle.read().strip() == "redis-server":
+                    total += _proc_cpu_seconds(int(entry))
+        except OSError:
+            continue
+    return total
 
 
 class _Sample:
@@ -147,6 +167,7 @@ async def step(targets: list[Target], route: str, runs: int, tokens: int, pace: 
     result = Step(runs)
     wall, client = time.perf_counter(), time.process_time()
     servers = sum(_proc_cpu_seconds(t.pid) for t in targets)
+    redis = _redis_cpu_seconds()
     tasks = []
     for index in range(runs):
         target = targets[index % len(targets)]
@@ -157,6 +178,8 @@ async def step(targets: list[Target], route: str, runs: int, tokens: int, pace: 
     elapsed = time.perf_counter() - wall
     result.client_cores = (time.process_time() - client) / elapsed
     result.server_cores = (sum(_proc_cpu_seconds(t.pid) for t in targets) - servers) / elapsed
+    result.redis_seconds = _redis_cpu_seconds() - redis
+    result.deltas = sample.deltas
     failed = [outcome for outcome in done if isinstance(outcome, BaseException)]
     if failed:
         result.error = f"{len(failed)} of {runs} responses failed: {failed[0]!r}"[:160]
