@@ -11,10 +11,11 @@ channel, served by Django's ASGI handler (the site's middleware, no authenticati
 default channel manager lets anyone read). ``send_event`` is synchronous (Django ORM):
 it runs through ``sync_to_async``, as an async producer of a Django site would call it.
 
-The producer starts once the view's listener is registered, plus :data:`SUBSCRIBE_SECONDS`:
-a delta sent before the view's first read would be skipped (a new reader starts at the
-channel's current id), which the bench does not count against the peer.
-Each delta's data is the same JSON as the bare route's (``bench.frames``), sent as is.
+The view is opened with ``lastEventId=<channel>:0`` (the placeholder event django-eventstream
+stores at id 0 of every channel): it reads every stored delta from the first, whether the
+producer's first sends came before its first read or after (a reader with no last id starts
+at the channel's current id and would skip the deltas already sent, which the bench does
+not count against the peer). Each delta's data is the same JSON as the bare route's (``bench.frames``), sent as is.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ import importlib.util
 import uuid
 from urllib.parse import parse_qs
 
-SUBSCRIBE_SECONDS = 0.05
-SUBSCRIBE_TIMEOUT_SECONDS = 30.0
 EVENTS_PATH = "/bench/peers/events/"
 """Where :mod:`bench.urls` mounts django-eventstream's view."""
 
@@ -40,18 +39,9 @@ def eventstream_missing() -> str:
 async def _produce(channel: str, tokens: int, pace: float) -> None:
     from asgiref.sync import sync_to_async
     from django_eventstream import send_event
-    from django_eventstream.views import get_listener_manager
 
     from bench.frames import paced_deltas
 
-    manager = get_listener_manager()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + SUBSCRIBE_TIMEOUT_SECONDS
-    while channel not in manager.listeners_by_channel:
-        if loop.time() > deadline:
-            return
-        await asyncio.sleep(0.005)
-    await asyncio.sleep(SUBSCRIBE_SECONDS)
     send = sync_to_async(send_event)
     async for _sequence, data in paced_deltas(tokens, pace):
         await send(channel, "message", data, json_encode=False)
@@ -73,6 +63,6 @@ async def eventstream(scope, receive, send, django_app) -> None:
         **scope,
         "path": EVENTS_PATH,
         "raw_path": EVENTS_PATH.encode(),
-        "query_string": f"channel={channel}".encode(),
+        "query_string": f"channel={channel}&lastEventId={channel}:0".encode(),
     }
     await django_app(view_scope, receive, send)
