@@ -110,12 +110,18 @@ def usage_record(
     return {**record, "source": source, "estimatedTokens": estimated, "countedChars": covered}
 
 
-def finish_stored(record: dict[str, Any] | None, message_chars: int) -> dict[str, Any]:
+def finish_stored(
+    record: dict[str, Any] | None, message_chars: int, call_usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Return a stored ``Run.usage`` record completed for a run ended without its process (the relaunch scan).
 
-    The text past ``countedChars`` (the model call the process died in) is estimated.
+    ``call_usage``: what the provider reported for the model call past the record (a durable
+    operation read after the process died in it); without it, the text past ``countedChars``
+    is estimated.
     """
-    return UsageMeter.from_record(record).record(message_chars)
+    meter = UsageMeter.from_record(record)
+    meter.add_reported(call_usage or {}, message_chars)
+    return meter.record(message_chars)
 
 
 def token_sum(key: str) -> Any:

@@ -12,8 +12,8 @@ know the operation, or nobody asked although an operation id exists). Such a run
 
 Each try asks the provider about the operation (:func:`~helix_django.recovery.provider.aquery_operation`,
 itself bounded); an operation still running is cancelled again. Only the recorded
-provider outcome (``Run.provider_cancel_result``, the try count and time) changes.
-The provider's usage of a cancelled operation is not recorded (a run has no usage field).
+provider outcome (``Run.provider_cancel_result``, the try count and time) changes; the
+run's usage stays as its cancel recorded it (:mod:`helix_django.usage`).
 """
 
 from __future__ import annotations

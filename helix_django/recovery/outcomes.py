@@ -29,6 +29,7 @@ from helix_django.recovery.partial import (
 from helix_django.signals import run_finished
 from helix_django.store.run_ends import helix_metadata
 from helix_django.streams import get_stream_manager
+from helix_django.usage import chars_of, finish_stored
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +164,7 @@ async def acomplete_from_provider(run: Run, result: Any) -> Run:
         response_message=message,
         stream_sequence=head,
         stage="",
+        usage=finish_stored(run.usage, chars_of(message["parts"]), result.usage),
     )
     resync = {
         "type": "data-stream-resync",

@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 STATUS_RETRY_DELAYS_SECONDS = (0.2, 0.5)
 #: Seconds one status query may take.
 STATUS_QUERY_TIMEOUT_SECONDS = 10.0
+#: Seconds the read of an ended operation's usage may take (one query: a Stop waits for it).
+USAGE_QUERY_TIMEOUT_SECONDS = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,27 @@ def provider_for(run: Run) -> Any | None:
     except (KeyError, TypeError, ImportError):
         logger.warning("helix recovery: provider of agent %s cannot be loaded", run.agent)
         return None
+
+
+async def aended_operation_usage(provider: Any, operation_id: str) -> dict[str, int]:
+    """Return the token usage the provider reports for its ended operation ``operation_id``; {} when it cannot tell.
+
+    One retrieve (``supports_retrieve``), bounded by :data:`USAGE_QUERY_TIMEOUT_SECONDS`; an
+    operation still ``in_progress`` reports nothing (its usage is not final). Shape: the
+    provider's ``OperationResult.usage`` (``inputTokens``, ``outputTokens``, ...). Never raises
+    for a provider failure (seed 000, "Cancel and stop are not the same": a cancelled operation
+    is reconciled with what the provider says of it).
+    """
+    if not operation_id or provider is None or not getattr(provider, "supports_retrieve", False):
+        return {}
+    try:
+        result = await within(provider.retrieve(operation_id), USAGE_QUERY_TIMEOUT_SECONDS)
+    except Exception as exc:  # noqa: BLE001 - no report: the estimate stands
+        logger.info("helix: usage of operation %s not read (%s)", operation_id, type(exc).__name__)
+        return {}
+    if getattr(result, "status", "") == "in_progress":
+        return {}
+    return dict(getattr(result, "usage", None) or {})
 
 
 def _is_transient(exc: BaseException) -> bool:

@@ -30,7 +30,7 @@ from helix_django.runtime.agents import Agent
 from helix_django.runtime.context import CONTINUE_INSTRUCTION, to_provider_messages
 from helix_django.runtime.endings import EndingsMixin
 from helix_django.runtime.requests import abegin_streaming
-from helix_django.runtime.steps import AttemptStreamer, Resumption, StepResult
+from helix_django.runtime.steps import AttemptStreamer, Resumption, StepResult, attempt_superseded
 from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
 from helix_django.streams.writer import StreamWriter
 from helix_django.usage import UsageMeter, chars_of
@@ -92,6 +92,7 @@ class RunLoop(EndingsMixin):
         """Bounds the response message by ``MAX_MESSAGE_BYTES`` once the run executes (not its opening)."""
         self.resumption: Resumption | None = None
         """The attempt its first step goes on with (a run re-attached here: :mod:`.reattach`)."""
+        self.streaming: AttemptStreamer | None = None  # the attempt whose model call no usage report covers yet
 
     # --- chunks --------------------------------------------------------------------------
 
@@ -237,25 +238,15 @@ class RunLoop(EndingsMixin):
             previous_attempt, self.attempt_id = self.attempt_id, resumed.attempt_id if resumed else new_id("att")
             if number > 1:
                 self.acc = before
-                self.emit(
-                    {
-                        "type": "data-attempt-superseded",
-                        "data": {
-                            "reason": "attempt_superseded",
-                            "runId": self.run_id,
-                            "agentId": self.agent.name,
-                            "step": self.step,
-                            "attemptId": self.attempt_id,
-                            "supersededAttemptId": previous_attempt,
-                        },
-                    }
-                )
+                self.emit(attempt_superseded(self, previous_attempt))
                 before = copy.deepcopy(self.acc)
             if resumed is None:  # a re-attached attempt's start-step is stored already
                 self.emit({"type": "start-step"}, content=True)
             self.stage = "streaming"
             try:
-                result = await AttemptStreamer(self, number, resumed).stream()
+                self.streaming = AttemptStreamer(self, number, resumed)
+                result = await self.streaming.stream()
+                self.streaming = None
                 self.meter.add_reported(result.usage, chars_of(self.acc.parts))
                 break
             except ProviderError as exc:

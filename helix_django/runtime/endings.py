@@ -26,6 +26,7 @@ from helix_django.errors import (
 )
 from helix_django.models import Run, RunStatus
 from helix_django.pricing import run_cost
+from helix_django.recovery.provider import aended_operation_usage
 from helix_django.runtime.completion import (
     Completion,
     acommit_completion,
@@ -56,6 +57,7 @@ class EndingsMixin:
     stage: str
     is_ending: bool
     meter: Any
+    streaming: Any
     emit: Any
     prepare: Any
     flush: Any
@@ -179,6 +181,10 @@ class EndingsMixin:
     async def _end_cancelled(self) -> str:
         # Who asked was recorded with the request (the executor's cancel); the live chunk tells it too.
         by = await Run.objects.filter(pk=self.run_id).values_list("cancelled_by", flat=True).afirst()
+        if self.streaming is not None and self.streaming.operation_id:
+            # The cut call's durable operation: what the provider reports it cost replaces the estimate.
+            usage = await aended_operation_usage(self.streaming.provider, self.streaming.operation_id)
+            self.meter.add_reported(usage, chars_of(self.acc.parts))
         run = await self._end_partial(RunStatus.CANCELLED, None, cancelled_by=by or "")
         await self.manager.end_stream(self.writer.stream_id, self.run_id, end_status="cancelled")
         return await self._finished(run, RunStatus.CANCELLED)

@@ -103,12 +103,22 @@ class AttemptHost(Protocol):
     run_id: str
     attempt_id: str
     agent: Agent
+    step: int
 
     def provider_messages(self) -> list[dict[str, Any]]:
         """Return the conversation in the provider's message shape."""
 
     def emit(self, chunk: dict[str, Any], *, content: bool = False) -> None:
         """Write one UI chunk to the run's stream (``content``: part of the response message)."""
+
+
+def attempt_superseded(loop: AttemptHost, superseded_attempt_id: str) -> dict[str, Any]:
+    """Return the ``data-attempt-superseded`` chunk of the loop's new attempt replacing ``superseded_attempt_id``."""
+    data = {"reason": "attempt_superseded", "runId": loop.run_id, "agentId": loop.agent.name, "step": loop.step}
+    return {
+        "type": "data-attempt-superseded",
+        "data": {**data, "attemptId": loop.attempt_id, "supersededAttemptId": superseded_attempt_id},
+    }
 
 
 class AttemptStreamer:

@@ -17,7 +17,7 @@ A reply with ``interval_seconds`` is a paced operation generating on the server'
 event ``i`` is due ``i * interval_seconds`` after the response was created, every stream of
 it (the create stream, ``GET ...?stream=true&starting_after=N``) sends each event when it is
 due, ``retrieve`` answers ``in_progress`` until the last event is due, and ``cancel`` stops
-it (``cancelled``, no later event is sent).
+it (``cancelled``, no later event is sent; its usage counts the output deltas due before the cancel).
 Every request is kept in ``server.requests`` as ``{"path", "body"}``. With no reply queued
 the server answers :class:`Reply`'s default.
 """
@@ -80,6 +80,21 @@ class FakeOpenAI:
                 record["status"] = "completed"
         status: str = record["status"]
         return status
+
+    def usage_so_far(self, record: dict[str, Any]) -> dict[str, int] | None:
+        """Return a response's usage counting the output deltas due by now (a cancelled one reports these).
+
+        None for a reply that reports no usage.
+        """
+        if record["final"]["usage"] is None:
+            return None
+        now = time.monotonic()
+        due = [e for i, e in enumerate(record["events"]) if self.due_at(record, i) <= now]
+        output = sum(
+            1 for e in due if e["type"] in ("response.output_text.delta", "response.reasoning_summary_text.delta")
+        )
+        input_tokens = int(record["final"]["usage"]["input_tokens"])
+        return {"input_tokens": input_tokens, "output_tokens": output, "total_tokens": input_tokens + output}
 
     def next_reply(self) -> Reply:
         """Pop the next scripted reply (the default :class:`Reply` when none is queued)."""
@@ -205,6 +220,7 @@ def _handler(server: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                     return self._json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
                 if server.status_of(record) != "completed":
                     record["status"] = "cancelled"
+                    record["final"] = {**record["final"], "usage": server.usage_so_far(record)}
                 return self._json(200, {**record["final"], "status": record["status"]})
             if path.endswith("/responses"):
                 reply = server.next_reply()

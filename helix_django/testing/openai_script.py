@@ -34,6 +34,9 @@ class Reply:
     interval_seconds: float = 0.0
     """Pace of a Responses API response on the server: event ``i`` is due ``i * interval_seconds``
     after the response was created, whether or not a client is connected (0: all at once)."""
+    reports_usage: bool = True
+    """False: no usage at all, as a server that ignores ``stream_options.include_usage`` answers
+    (no usage chunk; the Responses API's final response with ``usage: null``)."""
 
 
 def words(text: str) -> list[str]:
@@ -68,6 +71,8 @@ def chat_chunks(reply: Reply, model: str) -> list[dict[str, Any]]:
         out.append(chunk({"tool_calls": [head]}))
         out.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]}))
     out.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    if not reply.reports_usage:
+        return out
     out.append(
         {
             **base,
@@ -189,7 +194,9 @@ def response_events(reply: Reply, body: dict[str, Any]) -> tuple[dict[str, Any],
             "input_tokens": 7,
             "output_tokens": len(words(reply.text)),
             "total_tokens": 7 + len(words(reply.text)),
-        },
+        }
+        if reply.reports_usage
+        else None,
     }
     events.append({"type": "response.completed", "response": final})
     for number, event in enumerate(events):

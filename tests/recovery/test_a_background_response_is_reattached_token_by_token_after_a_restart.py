@@ -79,6 +79,9 @@ def test_a_background_answer_goes_on_live_as_the_same_run_after_a_restart(daphne
     assert answer.ui_id == message_id and answer.text == ANSWER and answer.metadata["helix"]["partial"] is False
     assert creates(fake) == 1  # one generation: no second POST /v1/responses
     assert all(fake.status_of(r) != "in_progress" for r in fake.responses.values())
+    final = next(iter(fake.responses.values()))["final"]["usage"]  # the re-attached operation's own report
+    assert (run.usage["source"], run.usage["inputTokens"]) == ("reported", final["input_tokens"])
+    assert (run.usage["outputTokens"], run.usage["estimatedTokens"]) == (final["output_tokens"], 0)
 
 
 def test_an_operation_that_asked_for_a_tool_while_no_server_was_up_goes_on_with_the_tool_once(

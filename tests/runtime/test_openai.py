@@ -219,3 +219,21 @@ def test_the_provider_imports_with_an_sdk_that_lacks_newer_responses_types():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "OpenAIProvider"
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+async def test_a_server_that_reports_usage_is_recorded_and_one_that_does_not_is_estimated(
+    executor, session, use_agents, server, api
+):
+    """Both APIs: reported usage is the run's (``reported``); without any report its text is estimated."""
+    use_agents(default=openai_agent(server, API=api))
+    server.replies += [Reply(text=ANSWER), Reply(text=ANSWER, reports_usage=False)]
+    for source in ("reported", "estimated"):
+        handle = await executor.execute(session, [user_message(f"Weather, {source}?")])
+        assert await executor.wait(handle.run_id, 10) == "completed"
+        usage = (await Run.objects.aget(pk=handle.run_id)).usage
+        assert usage["source"] == source
+        if source == "reported":
+            assert (usage["inputTokens"], usage["outputTokens"], usage["estimatedTokens"]) == (7, 10, 0)
+        else:
+            assert usage["inputTokens"] == 0 and usage["outputTokens"] == usage["estimatedTokens"] == 12  # 48 chars
