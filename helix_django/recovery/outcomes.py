@@ -26,6 +26,7 @@ from helix_django.recovery.partial import (
     drop_uncommitted_step,
     last_step_sequence,
 )
+from helix_django.recovery.provider import aended_operation_usage, provider_for
 from helix_django.signals import run_finished
 from helix_django.store.run_ends import helix_metadata
 from helix_django.streams import get_stream_manager
@@ -185,10 +186,27 @@ async def acomplete_from_provider(run: Run, result: Any) -> Run:
     return ended
 
 
+async def _usage_with_operation(run: Run, partial: PartialOutput | None) -> dict[str, Any] | None:
+    """Return ``run``'s usage completed with what the provider reports of its ended operation, or None.
+
+    The operation's call is the one past the stored record (the text past its ``countedChars``:
+    the record, written with each step commit, does not cover it). None when there is no such
+    text or operation, or the provider tells nothing: the estimate of :func:`~helix_django.usage.finish_stored` stands.
+    """
+    if partial is None or not run.provider_operation_id:
+        return None
+    chars = chars_of(partial.message.get("parts") or [])
+    if chars <= int((run.usage or {}).get("countedChars", 0)):
+        return None
+    call = await aended_operation_usage(provider_for(run), run.provider_operation_id)
+    return finish_stored(run.usage, chars, call) if call else None
+
+
 async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_cancel_result: str) -> Run:
     """End the live ``run`` as ``cancelled`` (its partial output kept); a cancelled run is never resumed on its own.
 
-    Who asked stays as recorded with the request (``cancelled_by``), else ``system``.
+    Who asked stays as recorded with the request (``cancelled_by``), else ``system``. Its
+    usage counts what the provider reports of its ended operation where it can tell.
     Raises RunSupersededError when the run ended or changed meanwhile (an ended run is
     never cancelled).
     """
@@ -207,6 +225,7 @@ async def acancel_ended(run: Run, partial: PartialOutput | None, *, provider_can
         stream_sequence=await _head(run, partial),
         error=RunCancelledError(),
         stage=run.interrupted_stage or run.status,
+        usage=await _usage_with_operation(run, partial),
     )
     told = _told_partial(run, message, RunStatus.CANCELLED, cancelled_by=cancelled_by)
     await aclose_stream(

@@ -5,7 +5,8 @@ The real ``openai`` SDK, Responses API in background mode, against a paced
 response reports the output deltas due before its cancel):
 
 - a Stop cancels the operation mid-answer: the run's usage is what the provider reports of
-  the cancelled operation (``reported``, its input tokens counted), not the 4-characters estimate;
+  the cancelled operation (``reported``, its input tokens counted), not the 4-characters
+  estimate, whether the Stop reaches the process executing the run or another one;
 - a run whose process died mid-answer is completed by the relaunch scan from the operation's
   final response: its usage is that response's (``reported``), not an estimate of the text.
 """
@@ -67,6 +68,22 @@ async def test_a_stopped_operations_usage_is_what_the_provider_reports_of_it(exe
     assert run.usage["source"] == "reported" and run.usage["estimatedTokens"] == 0
     assert run.usage["inputTokens"] == 7
     assert run.usage["outputTokens"] == reported["output_tokens"]
+
+
+async def test_a_stop_served_where_the_run_is_not_executing_records_the_providers_report_too(
+    executor, session, use_agents, server
+):
+    server.replies.append(Reply(text=ANSWER, interval_seconds=INTERVAL))
+    use_agents(default=openai_agent(server))
+    handle = await executor.execute(session, [user_message("Count")])
+    await wait_for_text(handle.run_id, 80)
+    assert executor.abandon(handle.run_id)  # executing elsewhere as far as this process knows: a detached Stop
+    await executor.cancel(session=session, run_id=handle.run_id)
+    run = await Run.objects.aget(pk=handle.run_id)
+    assert run.status == "cancelled" and run.provider_cancel_result == "cancelled" and run.partial_chars > 0
+    reported = next(iter(server.responses.values()))["final"]["usage"]
+    assert run.usage["source"] == "reported" and run.usage["estimatedTokens"] == 0
+    assert (run.usage["inputTokens"], run.usage["outputTokens"]) == (7, reported["output_tokens"])
 
 
 async def test_an_operation_the_scan_completes_records_its_final_responses_usage(executor, session, use_agents, server):
