@@ -15,7 +15,10 @@ The view is opened with ``lastEventId=<channel>:0`` (the placeholder event djang
 stores at id 0 of every channel): it reads every stored delta from the first, whether the
 producer's first sends came before its first read or after (a reader with no last id starts
 at the channel's current id and would skip the deltas already sent, which the bench does
-not count against the peer). Each delta's data is the same JSON as the bare route's (``bench.frames``), sent as is.
+not count against the peer). Read that way, django-eventstream sometimes delivers a delta
+twice (an event arriving during its first read makes it read again from the last id it was
+opened with, after it has sent that read's events); the clients drop and count those
+(``unique``). Each delta's data is the same JSON as the bare route's (``bench.frames``), sent as is.
 """
 
 from __future__ import annotations

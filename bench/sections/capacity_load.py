@@ -60,6 +60,8 @@ class Step:
     error: str = ""
     deltas: int = 0
     """Deltas the step delivered (every response's)."""
+    duplicates: int = 0
+    """Deltas the peer route delivered twice in one response (dropped; helix's and the bare routes' are not)."""
     redis_seconds: float = 0.0
     """CPU seconds of the machine's redis-server processes over the step (shared: others' load counts too)."""
 
@@ -69,9 +71,10 @@ class Step:
 
     def describe(self, limit_ms: float) -> str:
         """``"<runs>: p99 <ms> ok|FAIL"`` plus the error, for a row's note."""
+        again = f" ({self.duplicates} duplicates dropped)" if self.duplicates else ""
         if self.error:
-            return f"{self.runs}: FAIL ({self.error})"
-        return f"{self.runs}: p99 {self.p99:.0f} ms {'ok' if self.holds(limit_ms) else 'FAIL'}"
+            return f"{self.runs}: FAIL ({self.error}){again}"
+        return f"{self.runs}: p99 {self.p99:.0f} ms {'ok' if self.holds(limit_ms) else 'FAIL'}{again}"
 
 
 def _redis_cpu_seconds() -> float:
@@ -94,6 +97,7 @@ class _Sample:
         self.delays: list[tuple[float, float]] = []
         self.first: list[float] = []
         self.deltas = 0
+        self.duplicates = 0
 
 
 def request_bytes(route: str, target: Target, tokens: int, pace: float, auth: str) -> bytes:
@@ -123,13 +127,16 @@ def request_bytes(route: str, target: Target, tokens: int, pace: float, auth: st
     return f"GET {paths[route]} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
 
 
-async def follow(target: Target, request: bytes, sample: _Sample) -> None:
+async def follow(target: Target, request: bytes, sample: _Sample, *, unique: bool = False) -> None:
     """Send ``request``, read the SSE body to ``data: [DONE]``, record each delta's delay.
 
     Raises AssertionError on a status other than 200 or a body that ends without ``[DONE]``.
     Chunked transfer encoding is not undone: the pattern matches within one delta's
-    frame, which each server writes in one piece.
+    frame, which each server writes in one piece. ``unique``: drop (and count) a delta this
+    response already delivered (django-eventstream re-sends the events of its first read
+    when an event arrives during that read).
     """
+    seen: set[bytes] = set()
     reader, writer = await asyncio.open_connection(target.host, target.port)
     try:
         writer.write(request)
@@ -149,6 +156,11 @@ async def follow(target: Target, request: bytes, sample: _Sample) -> None:
             complete, pending = pending[: cut + 2], pending[cut + 2 :]
             for match in DELTA.finditer(complete):
                 for token in match.group(1).split():
+                    if unique:
+                        if token in seen:
+                            sample.duplicates += 1
+                            continue
+                        seen.add(token)
                     emitted = float(token)
                     sample.delays.append((emitted, (now - emitted) * 1000))
                     sample.deltas += 1
@@ -171,7 +183,8 @@ async def step(targets: list[Target], route: str, runs: int, tokens: int, pace: 
     tasks = []
     for index in range(runs):
         target = targets[index % len(targets)]
-        tasks.append(asyncio.ensure_future(follow(target, request_bytes(route, target, tokens, pace, auth), sample)))
+        request = request_bytes(route, target, tokens, pace, auth)
+        tasks.append(asyncio.ensure_future(follow(target, request, sample, unique=route == "eventstream")))
         if index % OPEN_BATCH == OPEN_BATCH - 1:
             await asyncio.sleep(OPEN_PAUSE_SECONDS)
     done = await asyncio.gather(*tasks, return_exceptions=True)
@@ -180,6 +193,7 @@ async def step(targets: list[Target], route: str, runs: int, tokens: int, pace: 
     result.server_cores = (sum(_proc_cpu_seconds(t.pid) for t in targets) - servers) / elapsed
     result.redis_seconds = _redis_cpu_seconds() - redis
     result.deltas = sample.deltas
+    result.duplicates = sample.duplicates
     failed = [outcome for outcome in done if isinstance(outcome, BaseException)]
     if failed:
         result.error = f"{len(failed)} of {runs} responses failed: {failed[0]!r}"[:160]

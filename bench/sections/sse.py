@@ -73,6 +73,8 @@ class Sample:
         self.deltas = 0
         self.seen: set[int] = set()
         self.odd_frames = 0
+        self.duplicates = 0
+        """Deltas a response delivered twice, dropped (followed with ``unique``: the peer only)."""
 
     def steady(self) -> list[float]:
         """Delays of deltas emitted after every client got its first frame."""
@@ -80,10 +82,11 @@ class Sample:
         return sorted(delay for emitted, delay in self.delays if emitted >= cutoff)
 
 
-async def _follow(client, method: str, url: str, sample: Sample, **kwargs) -> None:
+async def _follow(client, method: str, url: str, sample: Sample, *, unique: bool = False, **kwargs) -> None:
     from httpx_sse import EventSource
 
     done = False
+    seen: set[str] = set()
     async with client.stream(method, url, **kwargs) as response:
         assert response.status_code == 200, response.status_code
         async for event in EventSource(response).aiter_sse():
@@ -101,6 +104,11 @@ async def _follow(client, method: str, url: str, sample: Sample, **kwargs) -> No
             if chunk.get("type") != "text-delta":
                 continue
             for token in chunk["delta"].split():
+                if unique:
+                    if token in seen:
+                        sample.duplicates += 1
+                        continue
+                    seen.add(token)
                 emitted = float(token)
                 sample.delays.append((emitted, (now - emitted) * 1000))
                 sample.deltas += 1
@@ -123,7 +131,13 @@ async def _measure(
     for _ in range(runs):
         if peer:
             tasks.append(
-                _follow(client, "GET", server.url(f"/bench/peers/eventstream?tokens={tokens}&pace={pace}"), sample)
+                _follow(
+                    client,
+                    "GET",
+                    server.url(f"/bench/peers/eventstream?tokens={tokens}&pace={pace}"),
+                    sample,
+                    unique=True,
+                )
             )
         elif bare:
             url = server.url(f"/bench/sse?tokens={tokens}&pace={pace}" + ("&store=1" if store else ""))
@@ -155,6 +169,7 @@ async def _measure(
         "cpu": cpu / sample.deltas * 1000,
         "rss": max(0, peak - rss_before) / 1024 / runs,
         "steady": len(steady),
+        "duplicates": sample.duplicates,
     }
 
 
@@ -168,6 +183,7 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
     peer: dict[str, list[float]] = {k: [] for k in ("p50", "p99", "cpu")}
     peer_error = "" if runs <= DURABLE_MAX_RUNS else f"measured up to {DURABLE_MAX_RUNS} runs"
     peer_error = peer_error or eventstream_missing()
+    peer_duplicates = 0
     for _ in range(repeats):
         measured = await _measure(client, server, runs, tokens, pace, headers, bare=True)
         for key in base:
@@ -180,6 +196,7 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
                 measured = await _measure(client, server, runs, tokens, pace, headers, bare=True, peer=True)
                 for key in peer:
                     peer[key].append(measured[key])
+                peer_duplicates = int(measured["duplicates"])
             except (AssertionError, ValueError, httpx.HTTPError) as exc:
                 peer_error = f"failed: {exc!r}"[:200]
         measured = await _measure(client, server, runs, tokens, pace, headers, bare=False)
@@ -198,7 +215,7 @@ async def _config(client, server, runs: int, tokens: int, pace: float, headers, 
     )
     if durable:
         rows.append(floor_row(name, runs, mine["cpu"], durable))
-    rows += peer_rows(name, mine, peer, peer_error)
+    rows += peer_rows(name, mine, peer, peer_error, peer_duplicates)
     return rows
 
 
@@ -281,12 +298,15 @@ PEER_NAME = "django-eventstream (database storage)"
 PEER_NOTE = "the peer saves one Event row per delta (send_event) and serves its own SSE view (bench/peers.py)"
 
 
-def peer_rows(name: str, mine: dict[str, list[float]], peer: dict[str, list[float]], error: str) -> list[Row]:
+def peer_rows(
+    name: str, mine: dict[str, list[float]], peer: dict[str, list[float]], error: str, duplicates: int = 0
+) -> list[Row]:
     """Helix's delay p50/p99 (ms) and CPU per 1 000 deltas (s) next to django-eventstream's, same repeats.
 
     ``peer`` holds the peer's per-repeat samples under ``p50``, ``p99``, ``cpu``; with
     ``error`` (or no sample) one "not available" row says why. No target: the ratio is
-    helix / peer (below 1: helix does better).
+    helix / peer (below 1: helix does better). ``duplicates``: deltas the peer delivered twice
+    in a response (dropped before the delay samples), given in the CPU row's note.
     """
     if error or not peer["cpu"]:
         return [not_available(NAME, f"{name}: next to {PEER_NAME}", error or "not measured")]
@@ -300,7 +320,7 @@ def peer_rows(name: str, mine: dict[str, list[float]], peer: dict[str, list[floa
             baseline_name=PEER_NAME,
             baseline=Stat.of(peer[key], unit),
             ratio=paired_ratio(mine[key][:count], peer[key]),
-            note=PEER_NOTE if key == "cpu" else "",
+            note=f"{PEER_NOTE}; {duplicates} deltas delivered twice, dropped" if key == "cpu" else "",
         )
         for key, (label, unit) in labels.items()
     ]
