@@ -15,6 +15,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from helix_django.shared_chunks import UNKNOWN, EncodedChunk
+
 Chunk = dict[str, Any]
 
 RUN_KEY, ATTEMPT_KEY, STEP_KEY = "_run", "_attempt", "_step"
@@ -50,6 +52,8 @@ def is_internal(chunk: Chunk) -> bool:
 
 def to_ui_chunk(chunk: Chunk) -> Chunk | None:
     """Return the AI SDK chunk for a stored chunk (metadata keys stripped), or None if internal."""
+    if type(chunk) is EncodedChunk and chunk.ui is not UNKNOWN:
+        return chunk.ui
     if is_internal(chunk):
         return None
     if not any(key.startswith("_") for key in chunk):

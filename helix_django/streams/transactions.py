@@ -27,13 +27,14 @@ class WrittenInTransaction:
     """A stream write made inside a caller's transaction (:meth:`TransactionalWrites.append`).
 
     ``sequences`` of the chunks stored (none for a status change), ``info`` the stream as
-    the write left it, ``payloads`` the stored JSON of each chunk: what readers are told
-    once the transaction committed (:meth:`TransactionalWrites.wrote`).
+    the write left it, ``payloads`` what the manager keeps of each chunk (its stored JSON,
+    or the chunk its readers share): what readers are told once the transaction committed
+    (:meth:`TransactionalWrites.wrote`).
     """
 
     sequences: list[int]
     info: StreamInfo | None
-    payloads: list[str]
+    payloads: list[Any]
 
 
 class TransactionalWrites(abc.ABC):

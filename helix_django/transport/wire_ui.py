@@ -14,8 +14,9 @@ the socket at once (no buffering).
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from helix_django.shared_chunks import UIChunk, encode_ui
 
 #: The one ``Cache-Control`` of every answer of the chat and stream routes: Django's ``never_cache``
 #: value (the REST views send the same), so no cache, the host's site-wide one included, keeps live state.
@@ -37,11 +38,17 @@ DONE = b"data: [DONE]\n\n"
 
 def dumps(value: Any) -> str:
     """Compact JSON (UTF-8 kept as is)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return encode_ui(value)
 
 
 def frame(data: Any, *, sequence: int | None = None, event: str | None = None) -> bytes:
-    """Return one SSE event holding ``data`` as JSON, with ``id: sequence`` when given."""
+    """Return one SSE event holding ``data`` as JSON, with ``id: sequence`` when given.
+
+    A :class:`~helix_django.shared_chunks.UIChunk` brings its JSON, encoded once for every response.
+    """
+    if event is None and sequence is not None:
+        text = data.json if type(data) is UIChunk else encode_ui(data)
+        return f"id: {sequence}\ndata: {text}\n\n".encode()
     lines = []
     if event:
         lines.append(f"event: {event}")

@@ -36,6 +36,7 @@ from django.db import connections, transaction
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.database._inline_sqlite import SQLITE_ENGINE, InlineSqlite, in_transaction
+from helix_django.streams.database._tail import Kept, stored_form
 from helix_django.streams.info import ACTIVE, Chunk, StreamInfo
 
 Request = tuple[str, str, Sequence[Chunk]]
@@ -54,15 +55,20 @@ def chunk_rows(
     chunks: Sequence[Chunk],
     rows: list[tuple],
     encode: Callable[[Chunk], str],
-) -> tuple[list[int], list[str]]:
-    """Append the INSERT rows of ``chunks`` (sequences after ``head``) to ``rows``; return (sequences, payloads)."""
+) -> tuple[list[int], list[Kept]]:
+    """Append the INSERT rows of ``chunks`` (sequences after ``head``) to ``rows``; return (sequences, kept).
+
+    ``kept``: what the tail cache keeps of each chunk (:func:`~._tail.stored_form`: each is encoded once).
+    """
     sequences = list(range(head + 1, head + 1 + len(chunks)))
-    payloads = [encode(chunk) for chunk in chunks]
-    rows.extend(
-        (stream_id, seq, run_id, chunk.get("_attempt", ""), chunk.get("_step", 0), chunk.get("type", ""), payload)
-        for seq, chunk, payload in zip(sequences, chunks, payloads, strict=True)
-    )
-    return sequences, payloads
+    kept: list[Kept] = []
+    for seq, chunk in zip(sequences, chunks, strict=True):
+        payload, keep = stored_form(chunk, encode)
+        kept.append(keep)
+        rows.append(
+            (stream_id, seq, run_id, chunk.get("_attempt", ""), chunk.get("_step", 0), chunk.get("type", ""), payload)
+        )
+    return sequences, kept
 
 
 class StaleInfo(Exception):
@@ -73,7 +79,7 @@ class GroupCommit:
     """The statements of one group commit, and the ways to run them (see the module docstring).
 
     ``info_of(stream_id, row)`` builds a StreamInfo from an ``INFO_COLUMNS`` row. A
-    result per request, in order: ``(sequences, info after the append, payloads)`` or the
+    result per request, in order: ``(sequences, info after the append, kept)`` (what the tail keeps) or the
     StreamFenceError of that request.
     """
 

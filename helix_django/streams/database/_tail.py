@@ -1,6 +1,6 @@
 """In-process tail of recently appended chunks, so live readers skip the database.
 
-The database stream manager keeps, per stream, the encoded payloads of the chunks this
+The database stream manager keeps, per stream, the chunks this
 process appended last (at most ``max_chunks``, for ``ttl_seconds`` after the last
 append), with the stream info its append committed. A reader whose cursor falls inside
 that tail is served from memory: no thread hop, no query. This is safe because a
@@ -8,8 +8,13 @@ stored chunk never changes (sequences are never rewound or reused), entries are 
 written after their transaction committed, and every status change or claim made
 through the manager drops the stream's entry, so the caught-up check of a reader still
 sees ``ended``/``failed``/a new claim from the database. The info served with a hit is
-the one committed with those chunks, so its ``head_sequence`` covers them. Each hit
-decodes the payloads afresh, like a database read, so readers never share chunk dicts.
+the one committed with those chunks, so its ``head_sequence`` covers them.
+
+A chunk of scalar values (a text delta, a step marker) is kept as an
+:class:`~helix_django.shared_chunks.EncodedChunk` with its UI chunk and that chunk's wire
+JSON, encoded once at the commit (:func:`stored_form`); each hit hands every reader its own
+copy of it (no decode). Any other chunk is kept as its stored JSON and decoded afresh for
+each hit, like a database read. Readers never share a stored chunk's dict.
 """
 
 from __future__ import annotations
@@ -17,14 +22,55 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 
-from helix_django.streams.info import StoredChunk, StreamInfo
+from helix_django.protocol import is_internal
+from helix_django.shared_chunks import EncodedChunk, UIChunk, encode_ui
+from helix_django.streams.info import Chunk, StoredChunk, StreamInfo
+
+Kept = EncodedChunk | str
+"""What the tail keeps of one chunk: the chunk with its UI chunk encoded, or its stored JSON."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def stored_form(chunk: Chunk, encode: Callable[[Chunk], str]) -> tuple[str, Kept]:
+    """Return the stored JSON of ``chunk`` (``encode``: compact, ASCII) and what the tail keeps of it.
+
+    A chunk of scalar values is encoded once: its public keys (the UI chunk) and its
+    reserved ``_`` keys apart, the stored JSON joined from the two (the public keys first).
+    Where the public part has no ``\\u`` escape, which ASCII JSON writes for every
+    character ``encode_ui`` would keep as is, that text is the UI chunk's wire JSON too.
+    """
+    public: dict[str, object] = {}
+    reserved: dict[str, object] = {}
+    for key, value in chunk.items():
+        if type(value) not in _SCALARS or type(key) is not str:
+            payload = encode(chunk)  # decoded afresh for each reader
+            return payload, payload
+        if key[:1] == "_":
+            reserved[key] = value
+        else:
+            public[key] = value
+    if not isinstance(chunk.get("type", ""), str):
+        payload = encode(chunk)
+        return payload, payload
+    text = encode(public)
+    payload = text
+    if reserved:
+        payload = (text[:-1] + "," if public else "{") + encode(reserved)[1:]
+    kept = EncodedChunk(chunk)
+    if is_internal(chunk):
+        kept.ui = None
+    else:
+        ui = kept.ui = UIChunk(public)
+        ui.json = text if "\\u" not in text else encode_ui(public)
+    return payload, kept
 
 
 class _Tail:
     __slots__ = ("first", "info", "payloads", "touched")
 
-    def __init__(self, info: StreamInfo, first: int, payloads: list[str]) -> None:
+    def __init__(self, info: StreamInfo, first: int, payloads: list[Kept]) -> None:
         self.info = info
         self.first = first
         self.payloads = payloads
@@ -46,8 +92,8 @@ class TailCache:
         """Whether the cache keeps anything (``max_chunks`` > 0)."""
         return self.max_chunks > 0
 
-    def extend(self, stream_id: str, info: StreamInfo, first_sequence: int, payloads: list[str]) -> None:
-        """Record committed ``payloads`` (sequences from ``first_sequence``) and the info committed with them."""
+    def extend(self, stream_id: str, info: StreamInfo, first_sequence: int, payloads: list[Kept]) -> None:
+        """Record committed chunks (:func:`stored_form`; sequences from ``first_sequence``) and their info."""
         if not self.is_enabled or not payloads:
             return
         with self._lock:
@@ -107,7 +153,9 @@ class TailCache:
             start, end = after + 1 - first, min(head, after + limit) + 1 - first
             payloads = entry.payloads[start:end]
         loads = json.loads
-        return [(first + start + i, loads(p)) for i, p in enumerate(payloads)], info
+        return [
+            (first + start + i, loads(p) if isinstance(p, str) else p.for_reader()) for i, p in enumerate(payloads)
+        ], info
 
     def _sweep(self) -> None:
         now = time.monotonic()

@@ -17,6 +17,7 @@ from django.utils import timezone
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream
 from helix_django.streams.database._group_commit import INFO_COLUMNS, chunk_rows
+from helix_django.streams.database._tail import Kept
 from helix_django.streams.info import ACTIVE, ENDED, FAILED, RUN_ENDED, Chunk, StreamInfo
 
 #: Compact JSON of a stored chunk; one shared encoder (``json.dumps`` with options builds one per call).
@@ -92,7 +93,7 @@ class DatabaseStreamWrites:
 
     def _insert_payloads(
         self, stream_id: str, run_id: str, head: int, chunks: Sequence[Chunk]
-    ) -> tuple[list[int], list[str]]:
+    ) -> tuple[list[int], list[Kept]]:
         rows: list[tuple] = []
         sequences, payloads = self._rows(stream_id, run_id, head, chunks, rows)
         with connections[self.using].cursor() as cursor:
@@ -105,8 +106,8 @@ class DatabaseStreamWrites:
 
     def _append_locked(
         self, stream_id: str, run_id: str, chunks: Sequence[Chunk]
-    ) -> tuple[list[int], StreamInfo, list[str]]:
-        """Append inside the caller's transaction; return (sequences, committed info, payloads)."""
+    ) -> tuple[list[int], StreamInfo, list[Kept]]:
+        """Append inside the caller's transaction; return (sequences, committed info, what the tail keeps)."""
         info = self._select_info(stream_id, for_update=True)
         if info is None or info.run_id != run_id:
             raise StreamFenceError(cause="stream_claimed_by_other_run")
@@ -116,7 +117,7 @@ class DatabaseStreamWrites:
 
     def _insert_after(
         self, info: StreamInfo, run_id: str, chunks: Sequence[Chunk]
-    ) -> tuple[list[int], StreamInfo, list[str]]:
+    ) -> tuple[list[int], StreamInfo, list[Kept]]:
         """Insert ``chunks`` after ``info``'s head and move the head (the caller locked the row, checked the fence)."""
         sequences, payloads = self._insert_payloads(info.stream_id, run_id, info.head_sequence, chunks)
         with connections[self.using].cursor() as cursor:
@@ -133,8 +134,8 @@ class DatabaseStreamWrites:
     @staticmethod
     def _rows(
         stream_id: str, run_id: str, head: int, chunks: Sequence[Chunk], rows: list[tuple]
-    ) -> tuple[list[int], list[str]]:
-        """Append the INSERT rows of ``chunks`` (sequences after ``head``) to ``rows``; return (sequences, payloads)."""
+    ) -> tuple[list[int], list[Kept]]:
+        """Append the INSERT rows of ``chunks`` (sequences after ``head``) to ``rows``; return (sequences, kept)."""
         return chunk_rows(stream_id, run_id, head, chunks, rows, encode)
 
     def _claim_sync(self, stream_id: str, run_id: str, epoch: int, *, is_opening: bool = False) -> StreamInfo:
@@ -170,10 +171,10 @@ class DatabaseStreamWrites:
 
     def _claim_and_append_sync(
         self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk], is_opening: bool = True
-    ) -> tuple[StreamInfo, list[int], StreamInfo, list[str]]:
+    ) -> tuple[StreamInfo, list[int], StreamInfo, list[Kept]]:
         """Claim (a run's opening unless ``is_opening`` is false) and insert ``chunks`` after the claimed head.
 
-        One transaction. Returns (info at the claim, sequences, info after the chunks, their payloads).
+        One transaction. Returns (info at the claim, sequences, info after the chunks, what the tail keeps of them).
         """
         if not chunks:  # a claim alone: one statement, no transaction around it
             claimed = self._claim_sync(stream_id, run_id, epoch, is_opening=is_opening)
