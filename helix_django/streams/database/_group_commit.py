@@ -105,6 +105,8 @@ class GroupCommit:
             "(stream_id, sequence, run_id, attempt_id, step, type, payload) VALUES (%s, %s, %s, %s, %s, %s, %s)"
         )
         self.inline = InlineSqlite(using) if inline else None
+        self._sql: dict[tuple[str, str], str] = {}
+        """The statements with each backend's placeholder, made once."""
 
     # --- the statements ---------------------------------------------------------------------
 
@@ -152,7 +154,7 @@ class GroupCommit:
             cursor.executemany(self._move_head_sql(placeholder, compare=True), moves)
             if cursor.rowcount != len(moves):
                 raise StaleInfo()
-        cursor.executemany(self.insert_sql.replace("%s", placeholder), rows)
+        cursor.executemany(self._insert_sql(placeholder), rows)
         if known is None:
             cursor.executemany(self._move_head_sql(placeholder, compare=False), [(heads[sid], sid) for sid in moved])
         return results
@@ -172,8 +174,23 @@ class GroupCommit:
             return None
         return infos
 
+    def _insert_sql(self, placeholder: str) -> str:
+        """The INSERT of the chunk rows with ``placeholder`` (made once per placeholder)."""
+        key = ("insert", placeholder)
+        sql = self._sql.get(key)
+        if sql is None:
+            sql = self._sql[key] = self.insert_sql.replace("%s", placeholder)
+        return sql
+
     def _move_head_sql(self, placeholder: str, *, compare: bool) -> str:
         """The UPDATE moving a stream's head (``compare``: only from the run, epoch, status and head it had)."""
+        key = ("compare" if compare else "move", placeholder)
+        sql = self._sql.get(key)
+        if sql is None:
+            sql = self._sql[key] = self._head_sql(placeholder, compare=compare)
+        return sql
+
+    def _head_sql(self, placeholder: str, *, compare: bool) -> str:
         where = f"stream_id = {placeholder}"
         if compare:
             where += (

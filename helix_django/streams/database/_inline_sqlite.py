@@ -8,6 +8,7 @@ whose commits do not sync (docs/performance.md, "Per-delta cost").
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -32,6 +33,27 @@ def in_transaction(cursor: Any, begin: str, statements: Callable[..., list[Any]]
             cursor.execute("ROLLBACK")
         raise
     return results
+
+
+def _executors_variable() -> contextvars.ContextVar[Any] | None:
+    """The context variable behind asgiref's ``AsyncToSync.executors`` (None where asgiref keeps it otherwise)."""
+    variable = getattr(getattr(AsyncToSync.executors, "_storage", None), "_data", None)
+    return variable if isinstance(variable, contextvars.ContextVar) else None
+
+
+_EXECUTORS = _executors_variable()
+
+
+def sync_caller_waits() -> bool:
+    """Whether a synchronous caller waits on the running loop through ``async_to_sync`` (its executor is set).
+
+    A context in which asgiref's local was never set holds no executor: that common case
+    is answered from its context variable, without the two exceptions a ``getattr`` on
+    the local raises for a name it does not hold.
+    """
+    if _EXECUTORS is not None and _EXECUTORS.get(None) is None:
+        return False
+    return getattr(AsyncToSync.executors, "current", None) is not None
 
 
 class InlineSqlite:
@@ -81,7 +103,7 @@ class InlineSqlite:
         None also while a synchronous caller waits on this loop (``async_to_sync``): its
         thread may hold an open transaction that the append must join, as on the ORM's thread.
         """
-        if getattr(AsyncToSync.executors, "current", None) is not None:
+        if sync_caller_waits():
             return None
         conn = self._connection()
         if conn is None:
