@@ -23,6 +23,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 
 from helix_django.protocol import is_internal
 from helix_django.shared_chunks import EncodedChunk, UIChunk, encode_ui
@@ -33,37 +34,64 @@ Kept = EncodedChunk | str
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
+def _flat_encoder() -> Callable[[Chunk], str]:
+    """Compact ASCII JSON of a dict of scalar values: the C encoder, built once, without a circularity check
+    (a dict of scalars holds no container to revisit)."""
+    standard = json.JSONEncoder(separators=(",", ":")).encode
+    try:
+        iterencode = c_make_encoder(None, None, encode_basestring_ascii, None, ":", ",", False, False, True)
+        sample = {"type": "t", "a": "\u00e9\n", "b": 1, "c": 1.5, "d": None, "e": True}
+        if "".join(iterencode(sample, 0)) != standard(sample):
+            return standard
+    except TypeError:  # pragma: no cover - no C accelerator, or another signature
+        return standard
+    return lambda value: "".join(iterencode(value, 0))
+
+
+_encode_flat = _flat_encoder()
+
+
 def stored_form(chunk: Chunk, encode: Callable[[Chunk], str]) -> tuple[str, Kept]:
     """Return the stored JSON of ``chunk`` (``encode``: compact, ASCII) and what the tail keeps of it.
 
-    A chunk of scalar values is encoded once: its public keys (the UI chunk) and its
-    reserved ``_`` keys apart, the stored JSON joined from the two (the public keys first).
-    Where the public part has no ``\\u`` escape, which ASCII JSON writes for every
-    character ``encode_ui`` would keep as is, that text is the UI chunk's wire JSON too.
+    A chunk of scalar values is encoded once. Its UI chunk (the public keys) is the
+    stored JSON cut before the first reserved ``_`` key when those keys come last (the
+    run's stamps do), else encoded apart; where that text has no ``\\u`` escape, which
+    ASCII JSON writes for every character ``encode_ui`` would keep as is, it is the UI
+    chunk's wire JSON too. In a dict of scalars ``,"<key>":`` only occurs between two
+    entries: a quote inside a string is escaped.
     """
     public: dict[str, object] = {}
-    reserved: dict[str, object] = {}
+    first_reserved = ""
+    is_ordered = True
     for key, value in chunk.items():
         if type(value) not in _SCALARS or type(key) is not str:
             payload = encode(chunk)  # decoded afresh for each reader
             return payload, payload
         if key[:1] == "_":
-            reserved[key] = value
+            first_reserved = first_reserved or key
         else:
+            is_ordered = is_ordered and not first_reserved
             public[key] = value
-    if not isinstance(chunk.get("type", ""), str):
+    kind = chunk.get("type", "")
+    if not isinstance(kind, str):
         payload = encode(chunk)
         return payload, payload
-    text = encode(public)
-    payload = text
-    if reserved:
-        payload = (text[:-1] + "," if public else "{") + encode(reserved)[1:]
+    payload = _encode_flat(chunk)
     kept = EncodedChunk(chunk)
     if is_internal(chunk):
         kept.ui = None
+        return payload, kept
+    if not first_reserved:
+        text = payload
+    elif not public:
+        text = "{}"
+    elif is_ordered:
+        text = payload[: payload.index("," + encode_basestring_ascii(first_reserved) + ":")] + "}"
     else:
-        ui = kept.ui = UIChunk(public)
-        ui.json = text if "\\u" not in text else encode_ui(public)
+        text = _encode_flat(public)
+    ui = kept.ui = UIChunk(public)
+    ui.json = text if "\\u" not in text else encode_ui(public)
     return payload, kept
 
 
