@@ -86,6 +86,8 @@ def snapshot_rows(page, session_id: str) -> tuple[list[dict], str]:
     snapshot = page.evaluate(f"() => fetch('/helix/api/sessions/{session_id}/snapshot').then(r => r.json())")
     if "messages" not in snapshot:  # 404 before the first send's run-start commit
         return [], snapshot.get("code")
+    # A message queued behind the ended run starts a run of its own: the chat is not done yet.
+    status = "queued" if snapshot.get("queuedMessages") else snapshot["status"]
     return [
         {
             "id": m["id"],
@@ -94,7 +96,7 @@ def snapshot_rows(page, session_id: str) -> tuple[list[dict], str]:
             "tools": [[p["toolCallId"], p["state"]] for p in m["parts"] if p["type"].startswith("tool-")],
         }
         for m in snapshot["messages"]
-    ], snapshot["status"]
+    ], status
 
 
 def wait_exact(page, session_id: str, timeout: float = 40.0) -> list[dict]:
