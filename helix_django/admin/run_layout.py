@@ -1,10 +1,18 @@
-"""The run change page's layout: its field groups and the display methods it shows (read-only)."""
+"""The run's layout in the admin: the change page's field groups and display methods, and the usage columns.
+
+:class:`RunUsageColumns` gives a run's tokens and cost to every admin that shows runs (the
+runs list and page, the session page's attempts).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
+
+from helix_django.admin import display
+from helix_django.models import Run
 
 if TYPE_CHECKING:
     from django.contrib.admin.options import _FieldsetSpec
@@ -83,3 +91,17 @@ FIELDSETS: _FieldsetSpec = (
         },
     ),
 )
+
+
+class RunUsageColumns:
+    """Display methods of a run's usage: ``tokens`` and ``cost`` (read-only, for ModelAdmin and inlines)."""
+
+    @admin.display(description=_("tokens"))
+    def tokens(self, obj: Run) -> str:
+        """What the run's model calls cost, estimated tokens named (helix_django/usage.py)."""
+        return display.tokens(obj.usage)
+
+    @admin.display(description=_("cost"))
+    def cost(self, obj: Run) -> str:
+        """What the run's tokens cost at its model's price (helix_django/pricing.py)."""
+        return display.cost(obj.model, obj.usage)

@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 
 from helix_django.admin import causes, dashboard, display, views
 from helix_django.admin.filters import ATTENTION, AttentionFilter, StuckFilter
-from helix_django.admin.run_layout import DETAIL_DISPLAYS, FIELDSETS
+from helix_django.admin.run_layout import DETAIL_DISPLAYS, FIELDSETS, RunUsageColumns
 from helix_django.admin.texts import TITLES
 from helix_django.admin.timeline import change_page_context
 from helix_django.models import Run
@@ -45,7 +45,7 @@ class RunChangeList(ChangeList):
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(RunUsageColumns, admin.ModelAdmin):
     """Runs, titled "generations" for people. Read-only: only recovery actions change them."""
 
     list_display = (
@@ -146,16 +146,6 @@ class RunAdmin(admin.ModelAdmin):
     @admin.display(description=_("age"), ordering="created_at")
     def age(self, obj: Run) -> str:
         return display.timestamp(obj.created_at, short=True)
-
-    @admin.display(description=_("tokens"))
-    def tokens(self, obj: Run) -> str:
-        """What the run's model calls cost, estimated tokens named (helix_django/usage.py)."""
-        return display.tokens(obj.usage)
-
-    @admin.display(description=_("cost"))
-    def cost(self, obj: Run) -> str:
-        """What the run's tokens cost at its model's price (helix_django/pricing.py)."""
-        return display.cost(obj.model, obj.usage)
 
     @admin.display(description=_("partial chars"), ordering="partial_chars")
     def partial_output(self, obj: Run) -> str:

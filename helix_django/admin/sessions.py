@@ -11,6 +11,7 @@ from django.http import HttpRequest
 from django.utils.translation import gettext_lazy as _
 
 from helix_django.admin import display
+from helix_django.admin.run_layout import RunUsageColumns
 from helix_django.models import ChatSession, Message, QueuedMessage, Run
 
 
@@ -44,7 +45,7 @@ class MessageInline(admin.TabularInline):
         return bool((obj.metadata or {}).get("helix", {}).get("partial"))
 
 
-class RunInline(admin.TabularInline):
+class RunInline(RunUsageColumns, admin.TabularInline):
     """The session's generations (attempts), newest first, with their tokens and cost (read-only; open one to act)."""
 
     model = Run
@@ -60,16 +61,6 @@ class RunInline(admin.TabularInline):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
-
-    @admin.display(description=_("tokens"))
-    def tokens(self, obj: Run) -> str:
-        """What this attempt's model calls cost, estimated tokens named (helix_django/usage.py)."""
-        return display.tokens(obj.usage)
-
-    @admin.display(description=_("cost"))
-    def cost(self, obj: Run) -> str:
-        """What this attempt's tokens cost at its model's price (helix_django/pricing.py)."""
-        return display.cost(obj.model, obj.usage)
 
 
 class QueuedMessageInline(admin.TabularInline):
