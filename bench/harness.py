@@ -201,3 +201,25 @@ def write_json(path: str, rows: Sequence[Row], config: dict[str, Any], started_a
     with open(path, "w") as handle:
         json.dump(data, handle, indent=2)
         handle.write("\n")
+
+
+def count_deltas(sample: Any, tokens: str, now: float, seen: set[str] | None) -> int:
+    """Record the delivery delay of each emission timestamp in ``tokens`` received at ``now``; return how many counted.
+
+    ``tokens``: a delta's text, emission times (``time.perf_counter()`` seconds) separated by
+    spaces; each adds ``(emitted, delay ms)`` to ``sample.delays`` and one to ``sample.deltas``.
+    ``seen``: the timestamps this response delivered already (one delivered again is dropped
+    and counted in ``sample.duplicates``); None counts every one.
+    """
+    counted = 0
+    for token in tokens.split():
+        if seen is not None:
+            if token in seen:
+                sample.duplicates += 1
+                continue
+            seen.add(token)
+        emitted = float(token)
+        sample.delays.append((emitted, (now - emitted) * 1000))
+        sample.deltas += 1
+        counted += 1
+    return counted

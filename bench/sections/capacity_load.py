@@ -24,6 +24,7 @@ import re
 import time
 import uuid
 
+from bench.harness import count_deltas
 from bench.sections.sse import _proc_cpu_seconds
 
 OPEN_BATCH = 25
@@ -155,18 +156,9 @@ async def follow(target: Target, request: bytes, sample: _Sample, *, unique: boo
                 continue
             complete, pending = pending[: cut + 2], pending[cut + 2 :]
             for match in DELTA.finditer(complete):
-                for token in match.group(1).split():
-                    if unique:
-                        if token in seen:
-                            sample.duplicates += 1
-                            continue
-                        seen.add(token)
-                    emitted = float(token)
-                    sample.delays.append((emitted, (now - emitted) * 1000))
-                    sample.deltas += 1
-                    if first:
-                        sample.first.append(now)
-                        first = False
+                if count_deltas(sample, match.group(1), now, seen if unique else None) and first:
+                    sample.first.append(now)
+                    first = False
             if DONE in complete:
                 return
     finally:

@@ -33,7 +33,7 @@ import time
 import uuid
 
 from bench.config import Sizes
-from bench.harness import Row, Stat, delay_rows, not_available, paired_ratio
+from bench.harness import Row, Stat, count_deltas, delay_rows, not_available, paired_ratio
 from bench.peers import eventstream_missing
 from bench.sections.e2e import missing, server_name, start_server, token_headers
 
@@ -103,15 +103,7 @@ async def _follow(client, method: str, url: str, sample: Sample, *, unique: bool
                 continue
             if chunk.get("type") != "text-delta":
                 continue
-            for token in chunk["delta"].split():
-                if unique:
-                    if token in seen:
-                        sample.duplicates += 1
-                        continue
-                    seen.add(token)
-                emitted = float(token)
-                sample.delays.append((emitted, (now - emitted) * 1000))
-                sample.deltas += 1
+            count_deltas(sample, chunk["delta"], now, seen if unique else None)
             if id(response) not in sample.seen:
                 sample.seen.add(id(response))
                 sample.first_frames.append(now)
