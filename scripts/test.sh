@@ -35,52 +35,73 @@ if [ "${HELIX_QUICK:-}" = 1 ]; then
   exit 0
 fi
 
-# The PostgreSQL pass runs beside the SQLite pass (the suite waits on servers and browsers far
-# more than it computes), on a Redis database of its own; the browser and Node tests, which
-# test the client and the wire, and schemathesis and the every-route-on-every-server test run
-# in the SQLite pass only.
-pg_pid=""
-if [ -n "${HELIX_PG_URL:-}" ]; then
-  pg_log=$(mktemp "${TMPDIR:-/tmp}/helix-pg-pass.XXXXXX")
-  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" HELIX_TEST_REDIS_URL="${HELIX_TEST_REDIS_URL%/*}/13" \
-    "${PYTEST[@]}" -m "not fuzz and not servers and not browser and not node" "$@" >"$pg_log" 2>&1 &
-  pg_pid=$!
-else
-  loud "PostgreSQL pass SKIPPED: scripts/services.sh found no PostgreSQL server binaries to set one up." \
-    "Install postgresql, or set HELIX_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB (a role with CREATEDB)."
-fi
+# The SQLite pass runs in the foreground; beside it (the suite waits on servers and browsers far
+# more than it computes) one background chain runs the PostgreSQL pass, then the Django 6.0 job,
+# each on a Redis database of its own. The browser and Node tests, which test the client and the
+# wire, and schemathesis and the every-route-on-every-server test run in the SQLite pass only.
+# Each pass prints its wall time.
+REDIS_BASE="${HELIX_TEST_REDIS_URL%/*}"
+timed() { # timed LABEL COMMAND...: run it, print its wall time, return its status
+  local label=$1 t0=$SECONDS status=0
+  shift
+  "$@" || status=$?
+  echo "== $label: $((SECONDS - t0)) s, exit $status"
+  return "$status"
+}
+
+postgres_pass() {
+  if [ -z "${HELIX_PG_URL:-}" ]; then
+    loud "PostgreSQL pass SKIPPED: scripts/services.sh found no PostgreSQL server binaries to set one up." \
+      "Install postgresql, or set HELIX_PG_URL=postgres://USER:PASSWORD@HOST:PORT/DB (a role with CREATEDB)."
+    return 0
+  fi
+  echo "== pytest (PostgreSQL, Redis)"
+  HELIX_TEST_DATABASE_URL="$HELIX_PG_URL" HELIX_TEST_REDIS_URL="$REDIS_BASE/13" \
+    timed "PostgreSQL pass" "${PYTEST[@]}" -m "not fuzz and not servers and not browser and not node" "$@"
+}
+
+django6_job() {
+  [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ] || return 0
+  local py312
+  py312=${HELIX_PY312:-$( (ls -d /root/.pyenv/versions/3.12*/bin/python 2>/dev/null || command -v python3.12) | tail -n1 || true)}
+  if [ -z "$py312" ]; then
+    loud "Django 6.0 job SKIPPED: no Python 3.12 found (set HELIX_PY312=/path/to/python3.12)."
+    return 0
+  fi
+  make --no-print-directory .venv-dj60/.installed PY312="$py312" || return 1
+  echo "== pytest (Django 6.0, Python 3.12, SQLite, Redis: core, api, runtime, transport; the real host)"
+  local dj6=(.venv-dj60/bin/python -m pytest -q -p no:cacheprovider) status=0
+  # Lean: in-process tests of the four areas, plus transport's daphne tests (real HTTP);
+  # the other server-process, Node and browser tests run once, in the Django 5.2 pass.
+  export HELIX_TEST_REDIS_URL="$REDIS_BASE/12"
+  timed "Django 6.0: in-process" "${dj6[@]}" -m "not browser and not slow" tests/core tests/api tests/runtime tests/transport || status=1
+  timed "Django 6.0: transport over daphne" "${dj6[@]}" -m "slow and not browser and not node and not servers" tests/transport || status=1
+  timed "Django 6.0: real host" "${dj6[@]}" --ds=tests.host.settings tests/host || status=1
+  return "$status"
+}
+
+background_log=$(mktemp "${TMPDIR:-/tmp}/helix-background-passes.XXXXXX")
+(
+  status=0
+  postgres_pass "$@" || status=1
+  django6_job "$@" || status=1
+  exit "$status"
+) >"$background_log" 2>&1 &
+background_pid=$!
 
 failed=0
 echo "== pytest (SQLite, Redis)"
-"${PYTEST[@]}" "$@" || failed=1
+timed "SQLite pass" "${PYTEST[@]}" "$@" || failed=1
 
 if [ $# -eq 0 ]; then
   echo "== pytest (real host profile: tests/host with tests/host/settings.py)"
-  "${PYTEST[@]}" --ds=tests.host.settings tests/host || failed=1
+  timed "real host pass" "${PYTEST[@]}" --ds=tests.host.settings tests/host || failed=1
 fi
 
-if [ -n "$pg_pid" ]; then
-  pg_status=0
-  wait "$pg_pid" || pg_status=$?
-  echo "== pytest (PostgreSQL, Redis; ran beside the SQLite pass)"
-  cat "$pg_log"
-  rm -f "$pg_log"
-  [ "$pg_status" -eq 0 ] || failed=1
-fi
-
-if [ $# -eq 0 ] && [ "${HELIX_SKIP_DJANGO6:-}" != 1 ]; then
-  PY312=${HELIX_PY312:-$( (ls -d /root/.pyenv/versions/3.12*/bin/python 2>/dev/null || command -v python3.12) | tail -n1 || true)}
-  if [ -z "$PY312" ]; then
-    loud "Django 6.0 job SKIPPED: no Python 3.12 found (set HELIX_PY312=/path/to/python3.12)."
-  else
-    make --no-print-directory .venv-dj60/.installed PY312="$PY312" >&2
-    echo "== pytest (Django 6.0, Python 3.12, SQLite, Redis: core, api, runtime, transport; the real host)"
-    DJ6=(.venv-dj60/bin/python -m pytest -q -p no:cacheprovider)
-    # Lean: in-process tests of the four areas, plus transport's daphne tests (real HTTP);
-    # the other server-process, Node and browser tests run once, in the Django 5.2 pass.
-    "${DJ6[@]}" -m "not browser and not slow" tests/core tests/api tests/runtime tests/transport || failed=1
-    "${DJ6[@]}" -m "slow and not browser and not node and not servers" tests/transport || failed=1
-    "${DJ6[@]}" --ds=tests.host.settings tests/host || failed=1
-  fi
-fi
+background_status=0
+wait "$background_pid" || background_status=$?
+echo "== the passes that ran beside the SQLite pass (PostgreSQL; Django 6.0)"
+cat "$background_log"
+rm -f "$background_log"
+[ "$background_status" -eq 0 ] || failed=1
 exit "$failed"
