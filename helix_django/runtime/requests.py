@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.utils.translation import gettext_lazy
 
@@ -28,7 +28,11 @@ from helix_django.ids import validate_message_id
 from helix_django.models import ChatSession, Message, Run, RunStatus, ToolExecution, ToolExecutionStatus
 from helix_django.orm import retrying, sync_to_async
 from helix_django.runtime.context import is_tool_part
+from helix_django.runtime.handles import RunHandle
 from helix_django.store.reads import read_rows
+
+if TYPE_CHECKING:
+    from helix_django.runtime.local_runs import LocalRuns
 
 
 def validate_messages(messages: Any) -> list[dict[str, Any]]:
@@ -114,6 +118,30 @@ async def alookup_request_key(session_id: str, request_key: str, digest: str) ->
     Raises RequestKeyConflictError or RequestAlreadyCompletedError (both carry ``runId``).
     """
     return await sync_to_async(_keyed_run)(session_id, request_key, digest)
+
+
+async def akeyed_duplicate(runs: LocalRuns, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
+    """Return the handle of the run ``request_key`` already started (a keyed repeat), or None.
+
+    ``digest``: the repeat's input hash. A live run here is answered once its stream
+    claim landed (``runs.wait_claimed``), so the repeat's stream is readable. Raises
+    RequestKeyConflictError / RequestAlreadyCompletedError (``runId``) as
+    :func:`alookup_request_key` does.
+    """
+    found = await alookup_request_key(session.id, request_key, digest)
+    if found is None:
+        return None
+    run, is_live = found
+    if is_live:
+        await runs.wait_claimed(run.id)
+    return RunHandle(
+        run.id,
+        session.stream_id,
+        run.response_message_id,
+        run.start_sequence,
+        is_duplicate=True,
+        run_status=run.status,
+    )
 
 
 def tool_answers(message: dict[str, Any]) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ from helix_django.runtime import requests as rq
 from helix_django.runtime.entries import acurrent_run, aget_run, typed
 from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.runtime.kept_steps import akept_steps
+from helix_django.runtime.retirement import aretire_if_dead
 from helix_django.runtime.starts import RunStarts
 from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
 
@@ -49,7 +50,7 @@ async def regenerate(
     """
     run = await acurrent_run(session.id)
     supersede = supersede_live or (run is not None and run.status == RunStatus.SUSPENDED_CLIENT_TOOL)
-    if run is not None and run.is_live and not supersede and not await starts.retire_if_dead(run):
+    if run is not None and run.is_live and not supersede and not await aretire_if_dead(run, starts):
         raise AlreadyRunningError()
     turn_id = run.turn_message_id if run is not None else ""
     position = await rq.auser_position(session.id, turn_id)
@@ -59,7 +60,7 @@ async def regenerate(
         turn_id = await rq.auser_id(session.id, position)
     digest = rq.input_hash("regenerate", turn_id)
     if request_key:
-        duplicate = await starts.keyed_duplicate(session, request_key, digest)
+        duplicate = await rq.akeyed_duplicate(starts.runs, session, request_key, digest)
         if duplicate is not None:
             return duplicate
     request = store.RunStartRequest(
@@ -109,7 +110,7 @@ async def continue_run(starts: RunStarts, *, session: ChatSession, run_id: str, 
     if run.is_live:
         if run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
             raise RunNotActionableError(cause="run_suspended")
-        if not await starts.retire_if_dead(run):
+        if not await aretire_if_dead(run, starts):
             raise AlreadyRunningError()
         run = await aget_run(session.id, run_id)
     if run.status not in (RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.CANCELLED):

@@ -10,7 +10,7 @@ request makes one trip to the ORM's thread anyway (the host's middleware,
 authentication, the session read). A plain send (a new user message, ``submit-message``,
 no edit) also does its run-start commit in that trip, with the stream claim and the
 opening chunks in the same transaction where the stream manager is the database's
-(:meth:`~helix_django.runtime.starts.RunStarts.prepare_start`); back on the loop,
+(:meth:`~helix_django.runtime.starts.RunStarts.commit_in_thread`); back on the loop,
 :func:`aopen_send` opens the run (its task, or its hand-off) without another hop.
 
 Whatever this path cannot decide alone goes the way of ``execute()`` (:func:`start_send_in_thread`
@@ -29,22 +29,21 @@ from django.db import DatabaseError, IntegrityError
 from django.utils.translation import gettext_lazy
 
 from helix_django import store
-from helix_django.budgets import check_budgets
 from helix_django.errors import (
     AlreadyRunningError,
     RunNotActionableError,
     RunStartConflictError,
-    StreamFenceError,
     ValidationError,
 )
 from helix_django.ids import validate_request_key
 from helix_django.models import CancelledBy, ChatSession, Run, RunStatus
-from helix_django.runtime import cancels, guards, multitask, restarts, tool_results
+from helix_django.runtime import cancels, multitask, restarts, tool_results
 from helix_django.runtime import requests as rq
 from helix_django.runtime.enqueue import QueuedSend, aenqueue
 from helix_django.runtime.entries import acurrent_run, typed, typed_errors
 from helix_django.runtime.followups import asettle_pending_calls
 from helix_django.runtime.handles import Launch, RunHandle
+from helix_django.runtime.retirement import aretire_if_dead
 from helix_django.runtime.starts import RunStarts
 from helix_django.store.reads import write_alias
 from helix_django.streams import get_stream_manager
@@ -104,7 +103,7 @@ async def execute(
     request = rq.send_start_request(session.id, last, request_key=request_key)
     digest = request.input_hash
     if request_key:
-        duplicate = await starts.keyed_duplicate(session, request_key, digest)
+        duplicate = await rq.akeyed_duplicate(starts.runs, session, request_key, digest)
         if duplicate is not None:
             return duplicate
     if message_id:  # an edited message: the conversation rewinds to its row first
@@ -112,7 +111,7 @@ async def execute(
     try:
         return await _start_send(starts, session, request, user, messages, multitask)
     except (AlreadyRunningError, RunStartConflictError, IntegrityError):
-        duplicate = await starts.keyed_duplicate(session, request_key, digest) if request_key else None
+        duplicate = await rq.akeyed_duplicate(starts.runs, session, request_key, digest) if request_key else None
         if duplicate is not None:
             return duplicate
         raise AlreadyRunningError() from None
@@ -147,7 +146,8 @@ async def _start_send(
             if not executing and current.status == RunStatus.SUSPENDED_CLIENT_TOOL:
                 request.supersede_live, request.expected_current_run_id = True, current.id
                 return await _supersede_waiting(starts, session, request, user, current, messages)
-            if executing or not await starts.retire_if_dead(current):  # a crashed process's run is not "running"
+            # A crashed process's run is not "running": it is retired as the scan would.
+            if executing or not await aretire_if_dead(current, starts):
                 chosen = multitask.strategy(requested, session.agent)
                 if chosen == multitask.ENQUEUE:
                     return await aenqueue(request, messages[-1], current)
@@ -233,14 +233,8 @@ def _start_send_in_thread(
         info = transactions.get_info(session.stream_id)
         head = info.head_sequence if info else 0
     launch = Launch(request)
-    starts.prepare_start(session, launch, stream_sequence=head)
-    check_budgets(session)  # before the run-start commit: a refusal stores nothing
-    assert not guards.is_redo(request)  # a plain send redoes nothing: no side-effect guard to read
-    try:
-        result = store.start_run(request)
-    except (AlreadyRunningError, RunStartConflictError, StreamFenceError, IntegrityError):
-        return None  # nothing was committed: execute() examines the live run (or the key's)
-    return StartedSend(session, launch, result)
+    result = starts.commit_in_thread(session, launch, stream_sequence=head)
+    return None if result is None else StartedSend(session, launch, result)
 
 
 async def aopen_send(starts: RunStarts, started: StartedSend, *, user: Any = None, shielded: bool = False) -> RunHandle:
@@ -251,6 +245,4 @@ async def aopen_send(starts: RunStarts, started: StartedSend, *, user: Any = Non
     FrameworkInternalError (``cause: after_run_start``) as ``execute()`` does once a
     run-start commit landed.
     """
-    opening = starts.open_started(started.session, started.launch, started.result, user=user)
-    handle = await starts.runs.runner.call(opening, shielded=shielded)
-    return await starts.launched(handle, started.launch, user)
+    return await starts.aopen(started.session, started.launch, started.result, user=user, shielded=shielded)

@@ -15,23 +15,22 @@ import functools
 import logging
 from typing import Any
 
-from django.utils import timezone
+from django.db import IntegrityError
 
 from helix_django import store
-from helix_django.budgets import acheck_budgets
+from helix_django.budgets import acheck_budgets, check_budgets
 from helix_django.conf import helix_settings
 from helix_django.errors import (
     AlreadyRunningError,
     FrameworkInternalError,
+    RunStartConflictError,
     RunSupersededError,
     ServerDrainingError,
     StreamFenceError,
 )
 from helix_django.models import ChatSession, Run, RunStatus
 from helix_django.protocol import MessageAccumulator
-from helix_django.recovery.scan import arecover_run
 from helix_django.runtime import guards, shutdown
-from helix_django.runtime import requests as rq
 from helix_django.runtime.agent import RunLoop
 from helix_django.runtime.agents import get_agent
 from helix_django.runtime.entries import aget_run
@@ -60,14 +59,58 @@ class RunStarts:
         """Lease owner id recorded by this process's run-start commits."""
         self._announcements: set[Any] = set()
 
-    async def launched(self, handle: RunHandle, launch: Launch, user: Any) -> RunHandle:
+    async def launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
+        """Start ``launch`` from the caller's loop and return its handle once its stream is readable.
+
+        Run-start commit, stream claim with the opening chunks, then the run's task starts
+        where runs live and the launcher takes its last step. Raises AlreadyRunningError
+        (the session has a live run; nothing stored), the budget and side-effect guards'
+        errors (nothing stored), FrameworkInternalError once the commit landed.
+        """
+        handle = await self.runs.runner.call(self._launch_here(session, launch, user=user))
+        return await self._launched(handle, launch, user)
+
+    def commit_in_thread(
+        self, session: ChatSession, launch: Launch, *, stream_sequence: int | None
+    ) -> store.RunStartResult | None:
+        """Do ``launch``'s run-start commit here, on the ORM's thread; None when nothing was committed.
+
+        For a plain send only (a redo's side-effect guard reads on the loop: :meth:`launch`).
+        ``stream_sequence``: as :meth:`_prepare`'s. None: the session has a live run, a
+        concurrent start won the compare-and-set, or the claim was refused; the caller goes
+        :meth:`launch`'s way, which examines the live run. Raises ServerDrainingError and the
+        budget errors (nothing stored). Open the result with :meth:`aopen`.
+        """
+        assert not guards.is_redo(launch.request), "a redo's guard reads on the loop"
+        self._prepare(session, launch, stream_sequence=stream_sequence)
+        check_budgets(session)  # before the run-start commit: a refusal stores nothing
+        try:
+            return store.start_run(launch.request)
+        except (AlreadyRunningError, RunStartConflictError, StreamFenceError, IntegrityError):
+            return None
+
+    async def aopen(
+        self,
+        session: ChatSession,
+        launch: Launch,
+        result: store.RunStartResult,
+        *,
+        user: Any = None,
+        shielded: bool = False,
+    ) -> RunHandle:
+        """Open a run whose run-start commit :meth:`commit_in_thread` made: its claim (unless joined), its task.
+
+        ``shielded``: the caller's task is one no cancel reaches before this returns
+        (:meth:`~helix_django.runtime.runner.RunnerLoop.call`). Raises FrameworkInternalError
+        (``cause: after_run_start``) when the run cannot open.
+        """
+        opening = self._open_started(session, launch, result, user=user)
+        handle = await self.runs.runner.call(opening, shielded=shielded)
+        return await self._launched(handle, launch, user)
+
+    async def _launched(self, handle: RunHandle, launch: Launch, user: Any) -> RunHandle:
         """Once a run opened, on the caller's loop: the launcher's last step (a drain hook, an enqueue)."""
         return await self.launcher.launched(self.runs, handle, launch, user, self.owner)
-
-    async def launch(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
-        """Run-start commit, stream claim with the opening chunks; then the run task starts (where runs live)."""
-        handle = await self.runs.runner.call(self._launch_here(session, launch, user=user))
-        return await self.launched(handle, launch, user)
 
     async def _launch_here(self, session: ChatSession, launch: Launch, *, user: Any = None) -> RunHandle:
         manager = get_stream_manager()
@@ -75,7 +118,7 @@ class RunStarts:
         if not session._state.adding:
             info = await manager.get_info(session.stream_id)
             head = info.head_sequence if info else 0
-        self.prepare_start(session, launch, stream_sequence=head)
+        self._prepare(session, launch, stream_sequence=head)
         await acheck_budgets(session)  # before the run-start commit: a refusal stores nothing
         if guards.is_redo(launch.request):
             await guards.acheck_no_unknown_side_effects(launch.request, ask_tools=not launch.tools_asked)
@@ -83,9 +126,9 @@ class RunStarts:
             result = await store.astart_run(launch.request)
         except StreamFenceError:  # the claim failed, so nothing of the start was committed
             raise AlreadyRunningError() from None
-        return await self.open_started(session, launch, result, user=user)
+        return await self._open_started(session, launch, result, user=user)
 
-    def prepare_start(self, session: ChatSession, launch: Launch, *, stream_sequence: int | None) -> None:
+    def _prepare(self, session: ChatSession, launch: Launch, *, stream_sequence: int | None) -> None:
         """Fill in what ``launch``'s run-start commit writes besides its input: agent, lease, status, claim.
 
         ``stream_sequence``: the session stream's head (None for a chat's first send: the
@@ -114,7 +157,7 @@ class RunStarts:
             # The claim and the opening chunks in the run-start transaction: one hop, one commit.
             request.in_transaction = functools.partial(claim_in_start, transactions, session.stream_id, launch)
 
-    async def open_started(
+    async def _open_started(
         self, session: ChatSession, launch: Launch, result: store.RunStartResult, *, user: Any = None
     ) -> RunHandle:
         """After ``launch``'s run-start commit: claim (unless it joined the commit), open, start its task.
@@ -211,54 +254,6 @@ class RunStarts:
     async def _dispatch(self, entry: Entry, loop: RunLoop) -> None:
         """Hand the opened run to what executes it (the launcher), where runs live."""
         await self.launcher.dispatch(self.runs, entry, loop)
-
-    async def keyed_duplicate(self, session: ChatSession, request_key: str, digest: str) -> RunHandle | None:
-        """Return the handle of the run ``request_key`` already started (a keyed repeat), or None.
-
-        Raises RequestKeyConflictError / RequestAlreadyCompletedError (``runId``) as
-        :func:`~helix_django.runtime.requests.alookup_request_key` does.
-        """
-        found = await rq.alookup_request_key(session.id, request_key, digest)
-        if found is None:
-            return None
-        run, is_live = found
-        if is_live:
-            await self.runs.wait_claimed(run.id)
-        return RunHandle(
-            run.id,
-            session.stream_id,
-            run.response_message_id,
-            run.start_sequence,
-            is_duplicate=True,
-            run_status=run.status,
-        )
-
-    async def retire_if_dead(self, run: Run) -> bool:
-        """End a live run nobody executes any more as the relaunch scan would; False if it is still executing.
-
-        Dead: its lease expired, or this process owns it but has no task for it (and the
-        launcher does not hold it queued for a worker). The ending is the scan's decision
-        (:func:`~helix_django.recovery.scan.arecover_run`, forced, without asking the
-        provider, so a send waits on no network call): ``completed`` when the run wrote its
-        ``finish``, ``cancelled`` when a Stop was recorded, else ``interrupted`` with its
-        partial output; a client is never told an ending that contradicts one it saw
-        (docs/transport.md, "Endings"). True also when a concurrent request retired or
-        replaced it first: it no longer holds the session, and the caller's compare-and-set
-        start decides who wins.
-        """
-        if self.runs.is_local(run.id) or run.status == RunStatus.SUSPENDED_CLIENT_TOOL:
-            return False
-        if self.launcher.is_queued(run, self.owner):
-            return False
-        expired = run.lease_expires_at is None or run.lease_expires_at < timezone.now()
-        if not expired and run.lease_owner != self.owner:
-            return False
-        # Recovery's own decision and ending: the writer fenced, partial output rebuilt from the
-        # stream, unknown tool outcomes marked (000, "Recovery on app relaunch").
-        decision = await arecover_run(run.id, force=True, query_provider=False)
-        if decision.outcome == "skipped":
-            logger.info("run %s was retired by a concurrent request (%s)", run.id, decision.reason)
-        return True
 
 
 async def _ended_before_its_claim(run: Run, exc: BaseException) -> Run | None:

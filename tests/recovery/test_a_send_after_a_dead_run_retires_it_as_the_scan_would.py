@@ -7,10 +7,10 @@ a cancel request recorded before the process died keeps the run ``cancelled``. T
 (tests/recovery/test_scan.py::test_finished_output_without_terminal_commit_is_completed,
 ::test_cancel_requested_before_death_stays_cancelled).
 
-The same dead run met by a new send instead (``LocalExecutor._retire_if_dead``,
-runtime/entries.py) is always ended ``interrupted``, ``cause: process_lost``: a client that
-read the answer's ``finish`` then sees it as partial output and a ``run_interrupted`` error on
-every replay; a Stop the user made is told as an interruption.
+The same dead run met by a new send (``runtime/retirement.py``, ``aretire_if_dead``) is ended
+by the same decision: these tests fail where a send ends every dead run ``interrupted``
+(``cause: process_lost``), which tells a client that read the answer's ``finish`` a partial
+output and a Stop the user made as an interruption.
 """
 
 from __future__ import annotations

@@ -57,3 +57,36 @@ def test_no_runtime_module_is_over_350_lines():
         if (n := len(path.read_text().splitlines())) > 350
     ]
     assert long == []
+
+
+def test_an_entry_point_enters_the_run_opening_once_per_phase():
+    """Sends, restarts and tool results open a run by one call into RunStarts: ``launch`` from the loop,
+    or for a plain send ``commit_in_thread`` on the ORM's thread and then ``aopen`` on the loop.
+    Key lookups (``requests.akeyed_duplicate``) and retiring a dead run (``retirement.aretire_if_dead``)
+    live beside it, so a send's path comes back into the opening room for nothing else."""
+    from helix_django.runtime.starts import RunStarts
+
+    public = {name for name in vars(RunStarts) if not name.startswith("_")}
+    assert public == {"launch", "commit_in_thread", "aopen"}
+    calls = {
+        path.name: sorted(set(_calls_on(path, "starts")))
+        for path in (PACKAGE / "runtime").glob("*.py")
+        if path.name not in ("starts.py", "executor.py")
+    }
+    assert {name: used for name, used in calls.items() if used} == {
+        "restarts.py": ["launch"],
+        "sends.py": ["aopen", "commit_in_thread", "launch"],
+        "tool_results.py": ["launch"],
+    }
+
+
+def _calls_on(path: Path, name: str) -> list[str]:
+    """Return the attributes called on the variable ``name`` in ``path`` (``name.attr(...)``)."""
+    return [
+        node.func.attr
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == name
+    ]
