@@ -92,14 +92,15 @@ def store_frame(connection: sqlite3.Connection, stream_id: str, sequence: int, p
 
 
 async def bare_sse(scope, send):
-    """Stream timestamped SSE frames at a pace (``store=1``: each stored first), then ``[DONE]``."""
+    """Stream timestamped SSE frames at a pace (``store=1``: each stored first; ``spread=0``: the first
+    frame at once, not at a random point of the first period), then ``[DONE]``."""
     query = parse_qs(scope.get("query_string", b"").decode())
     tokens, pace = int(query.get("tokens", ["100"])[0]), float(query.get("pace", ["50"])[0])
     connection = store_connection() if query.get("store") == ["1"] else None
     stream_id = open_bare_stream(connection) if connection is not None else ""
     headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    async for sequence, data in paced_deltas(tokens, pace):
+    async for sequence, data in paced_deltas(tokens, pace, spread=query.get("spread") != ["0"]):
         if connection is not None:
             store_frame(connection, stream_id, sequence, data)
         body = f"id: {sequence}\ndata: {data}\n\n"

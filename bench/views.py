@@ -38,18 +38,19 @@ class Ping(_Authenticated):
         return HttpResponse(b"ok", content_type="text/plain")
 
 
-async def _frames(tokens: int, pace: float):
-    async for sequence, data in paced_deltas(tokens, pace):
+async def _frames(tokens: int, pace: float, spread: bool):
+    async for sequence, data in paced_deltas(tokens, pace, spread=spread):
         yield f"id: {sequence}\ndata: {data}\n\n".encode()
     yield b"data: [DONE]\n\n"
 
 
 class Sse(_Authenticated):
-    """``GET /bench/authenticated/sse?tokens=N&pace=TPS``: authenticate, then stream like ``/bench/sse``."""
+    """``GET /bench/authenticated/sse?tokens=N&pace=TPS[&spread=0]``: authenticate, then stream like ``/bench/sse``."""
 
     def get(self, request, *args, **kwargs):
         """Stream ``tokens`` timestamped SSE frames at ``pace`` per second, then ``[DONE]``."""
         tokens, pace = int(request.GET.get("tokens", "100")), float(request.GET.get("pace", "50"))
-        response = StreamingHttpResponse(_frames(tokens, pace), content_type="text/event-stream")
+        spread = request.GET.get("spread") != "0"
+        response = StreamingHttpResponse(_frames(tokens, pace, spread), content_type="text/event-stream")
         response["Cache-Control"] = "no-cache"
         return response

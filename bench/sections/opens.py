@@ -148,8 +148,8 @@ async def run(sizes: Sizes) -> list[Row]:
     limits = httpx.Limits(max_connections=count + 10, max_keepalive_connections=count + 10)
     cpu: dict[str, list[float]] = {"helix": [], "bare": [], "host": []}
     memory: dict[str, list[float]] = {"helix": [], "bare": [], "host": []}
-    bare_url = server.url(f"/bench/sse?tokens=2&pace={1 / QUIET_SECONDS}")
-    host_url = server.url(f"/bench/authenticated/sse?tokens=2&pace={1 / QUIET_SECONDS}")
+    bare_url = server.url(f"/bench/sse?tokens=2&pace={1 / QUIET_SECONDS}&spread=0")
+    host_url = server.url(f"/bench/authenticated/sse?tokens=2&pace={1 / QUIET_SECONDS}&spread=0")
     try:
         async with httpx.AsyncClient(timeout=120, limits=limits) as client:
             session_id, live = await _live_run(client, server, headers)
