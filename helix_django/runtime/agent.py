@@ -31,7 +31,8 @@ from helix_django.runtime.context import CONTINUE_INSTRUCTION, to_provider_messa
 from helix_django.runtime.endings import EndingsMixin
 from helix_django.runtime.requests import abegin_streaming
 from helix_django.runtime.steps import AttemptStreamer, Resumption, StepResult, attempt_superseded
-from helix_django.runtime.tools import ToolContext, execute_call, parse_arguments, run_approved
+from helix_django.runtime.tool_calls import execute_call, parse_arguments, run_approved
+from helix_django.runtime.tools import ToolContext
 from helix_django.streams.writer import StreamWriter
 from helix_django.usage import UsageMeter, chars_of
 

@@ -6,7 +6,7 @@ opens with the tool steps of the turn (the user message and every run answering 
 it was last sent or edited, ``store.turn_run_ids``) whose side-effecting or idempotent
 calls succeeded: each step's calls and their recorded results, so the model is told what
 was already done, the reader sees it, and a reworded call of the same effect is answered
-from the record (:mod:`helix_django.runtime.tools`). Read-only calls are not kept: they
+from the record (:mod:`helix_django.runtime.tool_calls`). Read-only calls are not kept: they
 may always run again.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from helix_django import store
 from helix_django.models import ToolEffect, ToolExecution, ToolExecutionStatus
-from helix_django.runtime.tools import REPLAYED
+from helix_django.runtime.tool_calls import REPLAYED
 
 
 def completed_effects(executions: list[ToolExecution]) -> list[ToolExecution]:

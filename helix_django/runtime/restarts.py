@@ -26,7 +26,7 @@ from helix_django.runtime.handles import Launch, RunHandle
 from helix_django.runtime.kept_steps import akept_steps
 from helix_django.runtime.retirement import aretire_if_dead
 from helix_django.runtime.starts import RunStarts
-from helix_django.runtime.tools import UNKNOWN_OUTCOME_TEXT
+from helix_django.runtime.tool_calls import UNKNOWN_OUTCOME_TEXT
 
 NO_RESULT_TEXT = "This tool call has no recorded result"
 

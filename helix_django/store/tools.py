@@ -22,7 +22,7 @@ from helix_django.orm import sync_to_async
 from helix_django.store import reads
 from helix_django.store.rows import lock_fence
 
-# --- tool executions (written through helix_django.runtime.tools) ------------------------
+# --- tool executions (written through helix_django.runtime.tool_calls) ---------------------
 
 #: Tool execution statuses that are final: the outcome is known (or known to be unknown).
 FINAL_TOOL_STATUSES = frozenset(

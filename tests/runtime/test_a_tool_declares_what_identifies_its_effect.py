@@ -66,7 +66,7 @@ def test_a_call_needing_approval_whose_effect_succeeded_is_answered_without_aski
     from asgiref.sync import async_to_sync
 
     from helix_django.models import ToolExecution
-    from helix_django.runtime.tools import REPLAYED, execute_call
+    from helix_django.runtime.tool_calls import REPLAYED, execute_call
     from tests.recovery.factories import InFlight
 
     flight = InFlight("s-approved-once")

@@ -8,7 +8,8 @@ import pytest
 
 from helix_django.models import ToolExecution
 from helix_django.runtime.context import CONTINUE_INSTRUCTION, DENIED_TEXT, to_provider_messages
-from helix_django.runtime.tools import ToolContext, load_tools, parse_arguments, tool
+from helix_django.runtime.tool_calls import parse_arguments
+from helix_django.runtime.tools import ToolContext, load_tools, tool
 from tests.runtime import toolbox
 from tests.runtime.conftest import agent, rows, user_message
 

@@ -27,7 +27,7 @@ from rest_framework.authtoken.models import Token
 from helix_django.models import ChatSession, Run, ToolExecution
 from helix_django.recovery import inventory as inv
 from helix_django.runtime.executor import get_executor
-from helix_django.runtime.tools import REPLAYED
+from helix_django.runtime.tool_calls import REPLAYED
 from helix_django.transport.routing import helix_websocket_routes
 from tests.runtime import effects
 from tests.transport.conftest import PREFIX, agent_settings, new_session_id, user_message
