@@ -8,8 +8,10 @@ The modules of this package are private:
 - ``_writes``: claims, fenced status changes and purges on the ORM's thread;
 - ``_append_queue``: appends of one event loop gathered into group commits;
 - ``_group_commit``: one transaction for a group of appends (inline on SQLite, else on the ORM's thread);
-- ``_inline_sqlite``: the SQLite connection group commits run on, on the event loop;
-- ``_tail``: recent chunks this process appended, served to live readers without a query.
+- ``_inline_sqlite``: the SQLite connection group commits run on, on the event loop.
+
+Recent chunks this process appended are served to live readers without a query from
+:mod:`helix_django.streams.tail`.
 """
 
 from helix_django.streams.database._manager import DatabaseStreamManager, DatabaseTransactions

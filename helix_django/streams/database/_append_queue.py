@@ -23,9 +23,9 @@ from typing import Any, Protocol
 from helix_django.errors import StreamConnectionError
 from helix_django.orm import FIRST_RETRY_DELAY_SECONDS, TRANSIENT_ERRORS
 from helix_django.streams.database._group_commit import GroupCommit
-from helix_django.streams.database._tail import TailCache
 from helix_django.streams.info import Chunk
 from helix_django.streams.notify import StreamNotifier
+from helix_django.streams.tail import TailCache
 
 logger = logging.getLogger("helix_django.streams.database")
 

@@ -36,8 +36,8 @@ from django.db import connections, transaction
 
 from helix_django.errors import StreamFenceError
 from helix_django.streams.database._inline_sqlite import SQLITE_ENGINE, InlineSqlite, in_transaction
-from helix_django.streams.database._tail import Kept, stored_form
 from helix_django.streams.info import ACTIVE, Chunk, StreamInfo
+from helix_django.streams.tail import Kept, stored_form
 
 Request = tuple[str, str, Sequence[Chunk]]
 """``(stream_id, run_id, chunks)`` of one append."""
@@ -58,7 +58,7 @@ def chunk_rows(
 ) -> tuple[list[int], list[Kept]]:
     """Append the INSERT rows of ``chunks`` (sequences after ``head``) to ``rows``; return (sequences, kept).
 
-    ``kept``: what the tail cache keeps of each chunk (:func:`~._tail.stored_form`: each is encoded once).
+    ``kept``: what the tail cache keeps of each chunk (:func:`~..tail.stored_form`: each is encoded once).
     """
     sequences = list(range(head + 1, head + 1 + len(chunks)))
     kept: list[Kept] = []

@@ -36,8 +36,8 @@ from helix_django.streams.base import (
 from helix_django.streams.broadcast import attach_broadcast
 from helix_django.streams.database._append_queue import AppendQueue
 from helix_django.streams.database._group_commit import GroupCommit
-from helix_django.streams.database._tail import TailCache
 from helix_django.streams.database._writes import DatabaseStreamWrites, claim_sql, encode, info_of
+from helix_django.streams.tail import TailCache
 from helix_django.streams.transactions import TransactionalWrites, WrittenInTransaction
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self.tail = TailCache(
             max_chunks=int(options.get("TAIL_CHUNKS", 256)), ttl_seconds=float(options.get("TAIL_SECONDS", 5.0))
         )
-        """Recent chunks this process appended, served to live readers without a query (:mod:`._tail`)."""
+        """Recent chunks this process appended, served to live readers without a query (:mod:`..tail`)."""
         self.group = GroupCommit(
             self.using,
             chunk_table=self._chunk_table,
@@ -239,7 +239,7 @@ class DatabaseTransactions(TransactionalWrites):
         """Record the committed chunks in the tail with the stream's final info, wake readers, then drop them.
 
         The readers woken (at the head) are served the last chunks and the status the same
-        transaction committed without a query (:mod:`._tail`); the entry is dropped right
+        transaction committed without a query (:mod:`..tail`); the entry is dropped right
         after they ran, as after any status change: an ended stream is read from the
         database, so a purge by another process leaves nothing behind here.
         """

@@ -17,8 +17,8 @@ from django.utils import timezone
 from helix_django.errors import StreamFenceError
 from helix_django.models import Stream
 from helix_django.streams.database._group_commit import INFO_COLUMNS, chunk_rows
-from helix_django.streams.database._tail import Kept
 from helix_django.streams.info import ACTIVE, ENDED, FAILED, RUN_ENDED, Chunk, StreamInfo
+from helix_django.streams.tail import Kept
 
 #: Compact JSON of a stored chunk; one shared encoder (``json.dumps`` with options builds one per call).
 encode = json.JSONEncoder(separators=(",", ":")).encode

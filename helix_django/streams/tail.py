@@ -1,20 +1,20 @@
-"""In-process tail of recently appended chunks, so live readers skip the database.
+"""In-process tail of recently appended chunks, so live readers skip the backend.
 
-The database stream manager keeps, per stream, the chunks this
-process appended last (at most ``max_chunks``, for ``ttl_seconds`` after the last
-append), with the stream info its append committed. A reader whose cursor falls inside
-that tail is served from memory: no thread hop, no query. This is safe because a
-stored chunk never changes (sequences are never rewound or reused), entries are only
-written after their transaction committed, and every status change or claim made
-through the manager drops the stream's entry, so the caught-up check of a reader still
-sees ``ended``/``failed``/a new claim from the database. The info served with a hit is
-the one committed with those chunks, so its ``head_sequence`` covers them.
+A stream manager keeps, per stream, the chunks this process appended last (at most
+``max_chunks``, for ``ttl_seconds`` after the last append), with the stream info its
+write committed. A reader whose cursor falls inside that tail is served from memory: no
+thread hop, no query. This is safe because a stored chunk never changes (sequences are
+never rewound or reused), entries are only written after the backend acknowledged the
+write, and every status change or claim made through the manager drops the stream's
+entry, so the caught-up check of a reader still sees ``ended``/``failed``/a new claim
+from the backend. The info served with a hit is the one committed with those chunks, so
+its ``head_sequence`` covers them.
 
 A chunk of scalar values (a text delta, a step marker) is kept as an
 :class:`~helix_django.shared_chunks.EncodedChunk` with its UI chunk and that chunk's wire
-JSON, encoded once at the commit (:func:`stored_form`); each hit hands every reader its own
+JSON, encoded once at the write (:func:`stored_form`); each hit hands every reader its own
 copy of it (no decode). Any other chunk is kept as its stored JSON and decoded afresh for
-each hit, like a database read. Readers never share a stored chunk's dict.
+each hit, like a backend read. Readers never share a stored chunk's dict.
 """
 
 from __future__ import annotations
