@@ -16,6 +16,16 @@ write wakes its own process's readers directly); after a lost subscription every
 reader is woken to re-read from its cursor. Any failed Redis call raises
 StreamConnectionError (retryable), never "absent".
 
+Readers in the writing process are served from its tail (:mod:`.tail`; ``OPTIONS
+["TAIL_CHUNKS"]``, default 256, 0 turns it off, and ``OPTIONS["TAIL_SECONDS"]``, default 5):
+the chunks of its last appends, recorded once Redis acknowledged them, with the info the
+append script returned. A reader reads Redis when its cursor is not inside the tail, after
+any status change or claim (each drops the stream's entry), and on an event loop whose
+subscription is not confirmed. A notice of another process's write drops the entry before
+it wakes readers, and so does a notice that overtakes the reply of this process's own
+append; a lost subscription empties the tail. So a reader that got a tail hit and parks
+is woken by any later write, like one that read Redis.
+
 Durability: with AOF on, a graceful Redis restart loses nothing; to keep sequences unique
 after a crash of Redis itself, run it with ``appendfsync always``.
 """
@@ -47,6 +57,7 @@ from helix_django.streams.base import (
 )
 from helix_django.streams.reader import ResumableReader
 from helix_django.streams.redis_connections import LoopState, RedisConnections
+from helix_django.streams.tail import TailCache, stored_form
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +89,8 @@ class RedisStreamManager(BaseStreamManager):
     OPTIONS: ``CONNECTION_ALIAS`` (django-redis cache alias, default ``"default"``),
     ``KEY_PREFIX`` (default ``"helix:stream"``), ``stream_ttl`` (seconds),
     ``SOCKET_TIMEOUT`` (seconds per command, default 5), ``WRITE_RETRY_SECONDS`` (how long a
-    write is resent while Redis is unreachable, default 10; reads never wait).
+    write is resent while Redis is unreachable, default 10; reads never wait),
+    ``TAIL_CHUNKS`` and ``TAIL_SECONDS`` (the process tail, module docstring).
     """
 
     supports_pubsub = True
@@ -93,8 +105,13 @@ class RedisStreamManager(BaseStreamManager):
         self.channel = f"{self.key_prefix}:notify"
         self.origin = uuid.uuid4().hex
         """Token of this manager instance on its published notices (``origin + stream_id``)."""
+        self.tail = TailCache(
+            max_chunks=int(self.options.get("TAIL_CHUNKS", 256)),
+            ttl_seconds=float(self.options.get("TAIL_SECONDS", 5.0)),
+        )
+        """The chunks this process appended last, served to its readers without a read (module docstring)."""
         self.connections = RedisConnections(
-            self.connection_alias, self.options, self.channel, self.notifier, self.origin
+            self.connection_alias, self.options, self.channel, self.notifier, self.origin, self.tail
         )
         """Clients and notify listener per event loop (:mod:`.redis_connections`)."""
 
@@ -184,16 +201,31 @@ class RedisStreamManager(BaseStreamManager):
 
     async def claim_stream(self, stream_id: str, run_id: str, *, epoch: int, is_opening: bool = False) -> StreamInfo:
         args = [run_id, str(int(epoch)), self.ttl_seconds, self.channel, self._notice(stream_id), int(is_opening)]
+        self.tail.forget(stream_id)
         values = await self._write("claim", lambda s: s.scripts["claim"](keys=self.keys(stream_id), args=args))
+        self.tail.forget(stream_id)
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]
 
     async def append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> list[int]:
+        """Store ``chunks`` (see the base class), then record them in the tail and wake this process's readers."""
         if not chunks:
             return []
-        notice = self._notice(stream_id)
-        args = [run_id, self.ttl_seconds, self.channel, notice, uuid.uuid4().hex, *(_dumps(c) for c in chunks)]
-        head = int(await self._write("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args)))
+        tail = self.tail
+        if tail.is_enabled:
+            forms = [stored_form(chunk, _dumps) for chunk in chunks]  # each chunk encoded once
+            payloads, kept = [payload for payload, _ in forms], [keep for _, keep in forms]
+        else:
+            payloads, kept = [_dumps(chunk) for chunk in chunks], []
+        args = [run_id, self.ttl_seconds, self.channel, self._notice(stream_id), uuid.uuid4().hex, *payloads]
+        token = tail.begin_write(stream_id)
+        try:
+            values = await self._write("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args))
+        except BaseException:
+            tail.end_write(stream_id, token)  # stored or not: unknown, so nothing is kept
+            raise
+        head = int(values[0])
+        tail.end_write(stream_id, token, _info(stream_id, values[1:]), head - len(chunks) + 1, kept)
         self.notifier.notify(stream_id, local_only=True)
         return list(range(head - len(chunks) + 1, head + 1))
 
@@ -205,7 +237,9 @@ class RedisStreamManager(BaseStreamManager):
             error_chunk = _dumps({"type": "error", "errorText": error.get("error", "error"), "helixError": error})
         args = [run_id, self.ttl_seconds, self.channel, self._notice(stream_id), status, end_status]
         args += [_dumps(error) if error is not None else "", error_chunk, uuid.uuid4().hex]
+        self.tail.forget(stream_id)
         values = await self._write(status, lambda s: s.scripts["status"](keys=self.keys(stream_id), args=args))
+        self.tail.forget(stream_id)
         self.notifier.notify(stream_id, local_only=True)
         return _info(stream_id, values)  # type: ignore[return-value]
 
@@ -229,7 +263,9 @@ class RedisStreamManager(BaseStreamManager):
 
         if await self.get_info(stream_id) is None:
             return
+        self.tail.forget(stream_id)
         await self._call("purge", purge)
+        self.tail.forget(stream_id)
         self.notifier.notify(stream_id)
 
     # --- reads ---------------------------------------------------------------------------
@@ -243,6 +279,13 @@ class RedisStreamManager(BaseStreamManager):
     async def read_after(
         self, stream_id: str, after: int, *, limit: int = 500
     ) -> tuple[list[StoredChunk], StreamInfo | None]:
+        """Read from the process tail when it can answer (module docstring), else from Redis (see the base class)."""
+        if self.tail.is_enabled:
+            state = self._states.get(asyncio.get_running_loop())
+            if state is not None and state.ready.is_set():
+                hit = self.tail.read(stream_id, after, limit, allow_empty=True)
+                if hit is not None:
+                    return hit
         meta, chunks_key, _floor = self.keys(stream_id)
 
         async def read(state: LoopState) -> list[Any]:

@@ -5,9 +5,10 @@ Clients are ``redis.asyncio`` clients built from the parameters of
 so each loop (daphne's, the executor's own loop thread, an ``async_to_sync`` call) gets its own,
 and those of closed loops are dropped. The listener subscribes to the manager's notify
 channel and wakes local waiters for writes of other processes (a notice is the writer's
-origin token + the stream id; this process's own writes wake its waiters directly); once
-(re-)subscribed it wakes every local waiter, so a write published while it was not
-subscribed is re-read rather than missed.
+origin token + the stream id; this process's own writes wake its waiters directly),
+dropping the stream's entry in the process tail first; once (re-)subscribed, and when the
+subscription is lost, it empties the tail and wakes every local waiter, so a write
+published while it was not subscribed is re-read rather than missed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from helix_django.deadlines import ends_when_cancelled, within
 from helix_django.errors import StreamConnectionError
 from helix_django.streams import redis_scripts
 from helix_django.streams.notify import StreamNotifier
+from helix_django.streams.tail import TailCache
 
 logger = logging.getLogger(__name__)
 
@@ -65,12 +67,20 @@ class RedisConnections:
     """Per-loop clients and notify listener of one manager (module docstring)."""
 
     def __init__(
-        self, connection_alias: str, options: dict[str, Any], channel: str, notifier: StreamNotifier, origin: str
+        self,
+        connection_alias: str,
+        options: dict[str, Any],
+        channel: str,
+        notifier: StreamNotifier,
+        origin: str,
+        tail: TailCache,
     ) -> None:
         self.connection_alias = connection_alias
         self.options = options
         self.channel = channel
         self.notifier = notifier
+        self.tail = tail
+        """The manager's process tail: a notice of another process's write drops its stream's entry."""
         self.origin = origin
         """This manager's prefix on the notices it publishes (``origin + stream_id``): its own are skipped."""
         self.states: dict[asyncio.AbstractEventLoop, LoopState] = {}
@@ -144,16 +154,21 @@ class RedisConnections:
                 async for message in pubsub.listen():
                     if message["type"] == "subscribe":
                         delay = 0.05
-                        state.ready.set()
                         # Writes published while we were not subscribed are re-read by everyone.
+                        self.tail.clear()
+                        state.ready.set()
                         self.wake_all()
                     elif message["type"] == "message" and not message["data"].startswith(self.origin):
                         # Another process wrote; this process's own writes woke every loop's
                         # waiters already (the notifier is thread-safe), so echoes are skipped.
-                        self.notifier.notify(message["data"][len(self.origin) :], local_only=True)
+                        # The tail entry goes first: a reader woken here must read Redis.
+                        stream_id = message["data"][len(self.origin) :]
+                        self.tail.forget(stream_id)
+                        self.notifier.notify(stream_id, local_only=True)
             except (RedisError, OSError) as exc:
                 logger.warning("redis stream notify subscription lost: %s", type(exc).__name__)
                 state.ready.clear()
+                self.tail.clear()
                 self.wake_all()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)

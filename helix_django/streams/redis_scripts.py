@@ -10,7 +10,8 @@ Every write checks the run-id fence, allocates sequences from ``head``, refreshe
 of the meta hash and the chunks and publishes the stream
 id on the manager's notify channel, all in one script. A write carries a batch id, so the
 client may resend it after a lost reply without storing it twice. A refused write returns an error
-reply starting with ``HELIXFENCE``; scripts return the meta fields in :data:`INFO_FIELDS` order.
+reply starting with ``HELIXFENCE``; scripts return the meta fields in :data:`INFO_FIELDS` order
+(the append script after its batch's last sequence).
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ end
 local function add(head, payload)
   redis.call('XADD', KEYS[2], string.format('%d-0', head), 'c', payload)
 end
+-- The batch's last sequence, then the meta fields in INFO_FIELDS order.
+local function appended(head)
+  local m = info()
+  return {head, m[1], m[2], m[3], m[4], m[5], m[6]}
+end
 local function set_head(head)
   local value = string.format('%d', head)
   redis.call('HSET', KEYS[1], 'head', value)
@@ -56,14 +62,15 @@ local function set_head(head)
 end
 """
 
-# ARGV: run_id, ttl, channel, notice (origin + stream_id), batch_id, payload...  -> the batch's last sequence.
+# ARGV: run_id, ttl, channel, notice (origin + stream_id), batch_id, payload...
+#       -> [the batch's last sequence, *info after the batch].
 APPEND = (
     _COMMON
     + """
 local head, why = fenced(ARGV[1], true)
 if not head then return redis.error_reply('HELIXFENCE ' .. why) end
 local done = replayed(ARGV[5])
-if done then return done end
+if done then return appended(done) end
 for i = 6, #ARGV do
   head = head + 1
   add(head, ARGV[i])
@@ -72,7 +79,7 @@ set_head(head)
 remember(ARGV[5], head)
 touch(ARGV[2])
 redis.call('PUBLISH', ARGV[3], ARGV[4])
-return head
+return appended(head)
 """
 )
 

@@ -106,7 +106,10 @@ class _Tail:
 
 
 class TailCache:
-    """Recent chunks per stream (``max_chunks`` each; entries expire ``ttl_seconds`` after their last append)."""
+    """Recent chunks per stream (``max_chunks`` each; entries expire ``ttl_seconds`` after their last append).
+
+    Thread-safe: writers and readers may run on several event loops.
+    """
 
     def __init__(self, *, max_chunks: int = 256, ttl_seconds: float = 5.0, max_streams: int = 10_000) -> None:
         self.max_chunks = max_chunks
@@ -114,6 +117,10 @@ class TailCache:
         self.max_streams = max_streams
         self._entries: dict[str, _Tail] = {}
         self._lock = threading.Lock()
+        self._forgets = 0
+        """How many times a stream was forgotten or the cache cleared: the token of :meth:`begin_write`."""
+        self._writes: dict[str, list[int]] = {}
+        """Streams with writes in flight: ``[writes in flight, value of _forgets at its last forget]``."""
 
     @property
     def is_enabled(self) -> bool:
@@ -125,19 +132,61 @@ class TailCache:
         if not self.is_enabled or not payloads:
             return
         with self._lock:
-            entry = self._entries.get(stream_id)
-            if entry is not None and entry.first + len(entry.payloads) == first_sequence:
-                entry.payloads.extend(payloads)
-                entry.info = info
-                entry.touched = time.monotonic()
-            else:
-                entry = self._entries[stream_id] = _Tail(info, first_sequence, list(payloads))
-            excess = len(entry.payloads) - self.max_chunks
-            if excess > 0:
-                del entry.payloads[:excess]
-                entry.first += excess
-            if len(self._entries) > self.max_streams:
-                self._sweep()
+            self._extend(stream_id, info, first_sequence, payloads)
+
+    def begin_write(self, stream_id: str) -> int:
+        """Note a write of ``stream_id`` sent to the backend; return the token :meth:`end_write` takes.
+
+        For a manager whose stream may be written by other processes, which it learns of by
+        notices that may overtake the reply of its own write: a :meth:`forget` or
+        :meth:`clear` between the two keeps that write's chunks out of the cache.
+        """
+        with self._lock:
+            pending = self._writes.get(stream_id)
+            if pending is None:
+                pending = self._writes[stream_id] = [0, 0]
+            pending[0] += 1
+            return self._forgets
+
+    def end_write(
+        self,
+        stream_id: str,
+        token: int,
+        info: StreamInfo | None = None,
+        first_sequence: int = 0,
+        payloads: list[Kept] | None = None,
+    ) -> None:
+        """End a write begun with :meth:`begin_write`: record its chunks (as :meth:`extend`), or drop the entry.
+
+        The entry is dropped instead when the stream was forgotten (or the cache cleared)
+        since the write began, and when ``info`` is None (the write failed: what the
+        backend holds is unknown).
+        """
+        with self._lock:
+            pending = self._writes[stream_id]
+            pending[0] -= 1
+            is_spoiled = pending[1] > token
+            if not pending[0]:
+                del self._writes[stream_id]
+            if is_spoiled or info is None:
+                self._entries.pop(stream_id, None)
+            elif self.is_enabled and payloads:
+                self._extend(stream_id, info, first_sequence, payloads)
+
+    def _extend(self, stream_id: str, info: StreamInfo, first_sequence: int, payloads: list[Kept]) -> None:
+        entry = self._entries.get(stream_id)
+        if entry is not None and entry.first + len(entry.payloads) == first_sequence:
+            entry.payloads.extend(payloads)
+            entry.info = info
+            entry.touched = time.monotonic()
+        else:
+            entry = self._entries[stream_id] = _Tail(info, first_sequence, list(payloads))
+        excess = len(entry.payloads) - self.max_chunks
+        if excess > 0:
+            del entry.payloads[:excess]
+            entry.first += excess
+        if len(self._entries) > self.max_streams:
+            self._sweep()
 
     def info(self, stream_id: str) -> StreamInfo | None:
         """Return the info committed with the last chunks recorded for ``stream_id``, while its entry is fresh.
@@ -151,9 +200,24 @@ class TailCache:
         return entry.info
 
     def forget(self, stream_id: str) -> None:
-        """Drop the entry of ``stream_id`` (its status changed, or this process lost the claim)."""
+        """Drop the entry of ``stream_id`` (its status changed, or this process lost the claim).
+
+        A write of it in flight (:meth:`begin_write`) records nothing when it ends.
+        """
         with self._lock:
             self._entries.pop(stream_id, None)
+            self._forgets += 1
+            pending = self._writes.get(stream_id)
+            if pending is not None:
+                pending[1] = self._forgets
+
+    def clear(self) -> None:
+        """Drop every entry; no write in flight records anything when it ends (notices may have been lost)."""
+        with self._lock:
+            self._entries.clear()
+            self._forgets += 1
+            for pending in self._writes.values():
+                pending[1] = self._forgets
 
     def read(
         self, stream_id: str, after: int, limit: int, *, allow_empty: bool = False
@@ -163,7 +227,9 @@ class TailCache:
         None unless the entry is fresh and holds every chunk from ``after + 1`` to its
         head, and at least one of them, or, with ``allow_empty``, ``after`` is its head
         (a caught-up reader: answered ``[]`` with the committed info; only sound when no
-        other process can write the stream unannounced, see the database manager).
+        other process can write the stream unannounced: the database manager without a
+        broadcaster, the Redis manager, whose notices of other processes' writes forget the
+        entry before they wake readers).
         """
         with self._lock:
             entry = self._entries.get(stream_id)

@@ -80,3 +80,65 @@ async def append_and_follow(manager, got: list[int], n: int, *, run: str = "run_
             break
         await asyncio.sleep(0)
     await parked(manager, stream_id)
+
+
+class RedisMonitor:
+    """The commands redis-server runs on keys containing ``prefix``, as MONITOR reports them.
+
+    Only commands clients sent (not those a script runs), each as its text
+    (``"EVALSHA <sha> 3 <keys> ..."``). A thread reads the MONITOR connection;
+    :meth:`settle` returns what was seen up to now; :meth:`close` stops it.
+    """
+
+    def __init__(self, url: str, prefix: str) -> None:
+        import threading
+
+        import redis
+
+        self.url = url
+        self.prefix = prefix
+        self.commands: list[str] = []
+        self._marks = 0
+        self._client = redis.Redis.from_url(url, decode_responses=True)
+        self._monitor = self._client.monitor()
+        self._monitor.__enter__()  # sends MONITOR
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                command = self._monitor.next_command()
+            except Exception:  # noqa: BLE001 - the connection was closed: stop
+                return
+            if command is None or command["client_type"] == "lua" or self.prefix not in command["command"]:
+                continue
+            if f"{self.prefix}:monitor-stop" in command["command"]:
+                return
+            self.commands.append(command["command"])
+
+    def _send_marker(self, key: str) -> None:
+        import redis
+
+        with redis.Redis.from_url(self.url) as client:
+            client.exists(key)
+
+    async def settle(self, seconds: float = 5.0) -> list[str]:
+        """Return the commands seen so far, once MONITOR reported a marker sent now (AssertionError after ``seconds``)."""
+        self._marks += 1
+        marker = f"{self.prefix}:monitor-mark-{self._marks}"
+        await asyncio.to_thread(self._send_marker, marker)
+        for _ in range(int(seconds / 0.01)):
+            found = [i for i, text in enumerate(self.commands) if marker in text]
+            if found:
+                del self.commands[found[0]]
+                return list(self.commands)
+            await asyncio.sleep(0.01)
+        raise AssertionError("MONITOR never reported the marker")
+
+    def close(self) -> None:
+        """Stop the reading thread and close the MONITOR connection."""
+        self._send_marker(f"{self.prefix}:monitor-stop")
+        self._thread.join(5)
+        self._monitor.__exit__(None, None, None)
+        self._client.close()

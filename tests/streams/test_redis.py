@@ -86,8 +86,9 @@ async def test_a_batch_resent_after_a_lost_reply_is_stored_once(redis_client):
         await manager.claim_stream("s1", "run_a", epoch=1)
         append = manager._state().scripts["append"]
         args = ["run_a", 600, manager.channel, "s1", "batch-1", '{"type":"text-delta","delta":"a"}', '{"type":"x"}']
-        assert await append(keys=manager.keys("s1"), args=args) == 2
-        assert await append(keys=manager.keys("s1"), args=args) == 2
+        first = await append(keys=manager.keys("s1"), args=args)
+        assert first == [2, "active", "2", "run_a", "1", "", ""]  # the last sequence, then the info
+        assert await append(keys=manager.keys("s1"), args=args) == first
         assert await manager.append("s1", "run_a", [chunk(3)]) == [3]
         assert [s for s, _ in await manager.read_all("s1")] == [1, 2, 3]
         assert redis_client.xlen(manager.keys("s1")[1]) == 3
