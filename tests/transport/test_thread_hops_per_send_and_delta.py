@@ -114,6 +114,17 @@ async def _send(
     return before, after, frames
 
 
+async def _runs_ended() -> None:
+    """Wait for the tasks of this loop's runs (``helix-run-*``, their endings' signal receivers included).
+
+    A reader may see a run's last frame before the run's ending sent ``run_finished``,
+    whose receivers make hops of their own.
+    """
+    tasks = [task for task in asyncio.all_tasks() if task.get_name().startswith("helix-run")]
+    if tasks:
+        await asyncio.wait(tasks, timeout=10)
+
+
 def _waited(before: list[tuple[str, str]]) -> list[str]:
     """The request's own hops; the run's task (helix-run-*) and its flushes run beside it."""
     return [name for name, task in before if not task.startswith("helix-run") and "append" not in name]
@@ -131,6 +142,7 @@ async def test_the_next_message_of_a_session_waits_for_one_thread_hop_before_its
     key = await _token()
     sid = new_session_id()
     await _send(key, pace=0, manager=backend[1], sid=sid)
+    await _runs_ended()  # the first turn is over, its ending's receivers included
     history = [user_message("hi"), {"id": "answer-1", "role": "assistant", "parts": [{"type": "text", "text": "w0"}]}]
     before, _after, _frames = await _send(key, pace=0, manager=backend[1], sid=sid, history=history)
     # The stream head is read in that trip (database manager) or on the loop (memory, Redis).
