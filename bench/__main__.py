@@ -108,7 +108,7 @@ async def run_sections(names: list[str], sizes) -> tuple[list, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     """Run the selected sections, print the table, write the JSON; return the exit status."""
     args = parse_args(argv)
-    started_at = time.time()
+    started_at, load_at_start = time.time(), os.getloadavg()
     setup_django()
     from django.conf import settings
 
@@ -127,14 +127,17 @@ def main(argv: list[str] | None = None) -> int:
         cleanup_redis()
         if not args.keep:
             shutil.rmtree(settings.BENCH_DIR, ignore_errors=True)
-    info = machine()
+    info = machine(load_at_start)
+    load = "load average at start {} and at end {}".format(
+        *(", ".join(f"{x:.2f}" for x in info[key]) for key in ("load_avg_at_start", "load_avg_at_end"))
+    )
     print(
         f"\nhelix_django benchmarks ({preset}, {sizes.repeats} repeats): {info['nproc']} cores, "
-        f"{info['memory_gib']} GiB, Python {info['python']}, SQLite {info['sqlite']}"
+        f"{info['memory_gib']} GiB, Python {info['python']}, SQLite {info['sqlite']}; {load}"
     )
     print(format_table(rows))
     config = {"preset": preset, "sections": names, "sizes": dataclasses.asdict(sizes)}
-    write_json(args.output, rows, config, started_at)
+    write_json(args.output, rows, config, started_at, info)
     print(f"\nwrote {args.output}")
     return 1 if crashed else 0
 

@@ -166,8 +166,12 @@ def format_table(rows: Sequence[Row]) -> str:
     return "\n".join(out)
 
 
-def machine() -> dict[str, Any]:
-    """Describe the machine: cores, memory, Python, SQLite and platform."""
+def machine(load_at_start: Sequence[float] | None = None) -> dict[str, Any]:
+    """Describe the machine: cores, memory, Python, SQLite, platform and load averages.
+
+    ``load_at_start``: :func:`os.getloadavg` as the run started (read by the caller before
+    the run; the load now is ``load_avg_at_end``).
+    """
     import sqlite3
 
     memory_kb = 0
@@ -184,16 +188,17 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
         "platform": platform.platform(),
-        "load_avg_at_start": list(os.getloadavg()),
+        "load_avg_at_start": list(load_at_start) if load_at_start is not None else None,
+        "load_avg_at_end": list(os.getloadavg()),
     }
 
 
-def write_json(path: str, rows: Sequence[Row], config: dict[str, Any], started_at: float) -> None:
-    """Write the run's rows, its configuration and the machine description to ``path``."""
+def write_json(path: str, rows: Sequence[Row], config: dict[str, Any], started_at: float, info: dict[str, Any]) -> None:
+    """Write the run's rows, its configuration and the machine description ``info`` (:func:`machine`) to ``path``."""
     data = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
         "duration_seconds": round(time.time() - started_at, 1),
-        "machine": machine(),
+        "machine": info,
         "config": config,
         "rows": [row.to_json() for row in rows],
     }

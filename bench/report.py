@@ -19,14 +19,22 @@ def _range(stat: dict | None) -> str:
     return f"{_fmt(stat['min'], stat['unit'])} .. {_fmt(stat['max'], stat['unit'])}" if stat else ""
 
 
+def load(machine: dict) -> str:
+    """The load averages (1, 5, 15 min) at the run's start and end, as far as the JSON has them."""
+    parts = []
+    for key, when in (("load_avg_at_start", "start"), ("load_avg_at_end", "end")):
+        if machine.get(key):
+            parts.append(f"load average at {when} {', '.join(f'{x:.1f}' for x in machine[key])}")
+    return "; ".join(parts) or "load average not recorded"
+
+
 def markdown(data: dict) -> str:
     """Return the machine line and the Markdown table of ``data`` (a results JSON)."""
     machine, config = data["machine"], data["config"]
     lines = [
         f"Run {data['started_at']} ({config['preset']}, {config['sizes']['repeats']} repeats, "
         f"{data['duration_seconds']:.0f} s): {machine['nproc']} cores, {machine['memory_gib']} GiB, "
-        f"Python {machine['python']}, SQLite {machine['sqlite']}, load average at start "
-        f"{', '.join(f'{x:.1f}' for x in machine['load_avg_at_start'])}.",
+        f"Python {machine['python']}, SQLite {machine['sqlite']}, {load(machine)}.",
         "",
         "| section | measurement | median | min .. max | baseline (same run, median) | ratio | target | holds |",
         "|---|---|---|---|---|---|---|---|",
