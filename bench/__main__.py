@@ -43,6 +43,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep", action="store_true", help="keep the temporary SQLite directory")
     for name in SECTIONS:
         parser.add_argument(f"--{name}", action="store_true", help=SECTION_HELP[name])
+    parser.add_argument(
+        "--capacity-routes",
+        help="comma-separated capacity routes to sweep (default all): helix-db, helix-redis, helix-pg "
+        "(PostgreSQL + channels_redis, needs HELIX_BENCH_DATABASE_URL), floor, bare, eventstream",
+    )
+    parser.add_argument("--capacity-servers", help="comma-separated ASGI servers to sweep (daphne, uvicorn)")
     return parser.parse_args(argv)
 
 
@@ -119,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     sizes = Sizes.preset(preset)
     if args.repeats:
         sizes.repeats = args.repeats
+    if args.capacity_routes:
+        sizes.capacity_routes = tuple(route.strip() for route in args.capacity_routes.split(",") if route.strip())
+    if args.capacity_servers:
+        sizes.capacity_servers = tuple(name.strip() for name in args.capacity_servers.split(",") if name.strip())
     names = [name for name in SECTIONS if getattr(args, name)] or list(SECTIONS)
     try:
         rows, crashed = asyncio.run(run_sections(names, sizes))

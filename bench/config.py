@@ -45,6 +45,8 @@ class Sizes:
     capacity_servers: tuple[str, ...] = ("daphne", "uvicorn")
     capacity_two_processes: bool = True
     """Also sweep two server processes (Redis manager; database manager + channels_redis)."""
+    capacity_routes: tuple[str, ...] = ()
+    """The capacity routes to sweep (``--capacity-routes``); empty: every one."""
 
     @classmethod
     def preset(cls, name: str) -> Sizes:

@@ -62,6 +62,11 @@ def not_available(section: str, name: str, reason: str) -> Row:
     return Row(section, name, note=f"not available: {reason}", available=False)
 
 
+def skipped(section: str, name: str, reason: str) -> Row:
+    """Return a row for a measurement this machine cannot make (a service is missing; never a failure)."""
+    return Row(section, name, note=f"skipped: {reason}", available=False)
+
+
 def paired_ratio(values: Sequence[float], baselines: Sequence[float]) -> Stat:
     """Return the stat of per-repeat ratios ``values[i] / baselines[i]``."""
     return Stat.of([v / b for v, b in zip(values, baselines, strict=True) if b], "x")
@@ -144,7 +149,8 @@ def format_table(rows: Sequence[Row]) -> str:
     notes: dict[int, str] = {}
     for row in rows:
         if not row.available:
-            lines.append((row.section, row.name, "not available", "", "", "", row.target, ""))
+            status = "skipped" if row.note.startswith("skipped: ") else "not available"
+            lines.append((row.section, row.name, status, "", "", "", row.target, ""))
             notes[len(lines) - 1] = row.note
             continue
         value = _fmt(row.value.median, row.value.unit) if row.value else ""

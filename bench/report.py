@@ -40,7 +40,7 @@ def markdown(data: dict) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in data["rows"]:
-        if not row["available"]:
+        if not row["available"]:  # the note says "not available: ..." or "skipped: ..."
             lines.append(f"| {row['section']} | {row['name']} | {row['note']} | | | | {row['target']} | |")
             continue
         base = f"{row['baseline_name']}: {_cell(row['baseline'])}" if row["baseline"] else ""

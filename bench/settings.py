@@ -3,7 +3,9 @@
 SQLite lives in its own temporary directory (WAL, ``synchronous=NORMAL``, IMMEDIATE
 transactions: the embedded default). With ``HELIX_BENCH_DATABASE_URL`` (a PostgreSQL
 URL) a second alias ``postgres`` is configured for the database stream manager on
-PostgreSQL. ``HELIX_BENCH_OVERRIDES`` (JSON) is merged over ``HELIX`` (the e2e
+PostgreSQL; with ``HELIX_BENCH_DEFAULT_DATABASE_URL`` the default database is that PostgreSQL
+database, pooled like docs/production.md's several-process shape (the capacity section's
+PostgreSQL servers, :mod:`bench.postgres`). ``HELIX_BENCH_OVERRIDES`` (JSON) is merged over ``HELIX`` (the e2e
 section's daphne server). ``HELIX_BENCH_REDIS_URL`` (default ``redis://127.0.0.1:6379/14``) is the
 Redis the Redis rows use; with django-eventstream installed its app is installed, database storage
 (the peer route, :mod:`bench.peers`); with ``HELIX_BENCH_CHANNEL_LAYER_PREFIX`` the channel layer is
@@ -55,6 +57,12 @@ if DATABASE_URL:
     import dj_database_url
 
     DATABASES["postgres"] = dj_database_url.parse(DATABASE_URL)
+if os.environ.get("HELIX_BENCH_DEFAULT_DATABASE_URL"):
+    import dj_database_url
+
+    DATABASES["default"] = dj_database_url.parse(os.environ["HELIX_BENCH_DEFAULT_DATABASE_URL"], conn_max_age=0)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    DATABASES["default"]["OPTIONS"] = {"pool": {"min_size": 2, "max_size": 10, "timeout": 5}}
 REDIS_URL = os.environ.get("HELIX_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

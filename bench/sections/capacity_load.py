@@ -25,6 +25,7 @@ import time
 import uuid
 
 from bench.harness import count_deltas
+from bench.postgres import cpu_seconds, cpu_snapshot
 from bench.sections.sse import _proc_cpu_seconds
 
 OPEN_BATCH = 25
@@ -32,6 +33,7 @@ OPEN_BATCH = 25
 OPEN_PAUSE_SECONDS = 0.01
 DELTA = re.compile(rb'"type":"text-delta".*?"delta":"([0-9. ]*)"')
 DONE = b"data: [DONE]"
+NO_STEADY_STATE = "the last response started after the others ended (no steady state)"
 
 
 @dataclasses.dataclass
@@ -65,6 +67,12 @@ class Step:
     """Deltas the peer route delivered twice in one response (dropped; helix's and the bare routes' are not)."""
     redis_seconds: float = 0.0
     """CPU seconds of the machine's redis-server processes over the step (shared: others' load counts too)."""
+    pg_measured: bool = False
+    """Whether the step read the PostgreSQL server's CPU (its servers ran on PostgreSQL)."""
+    pg_seconds: float = 0.0
+    """CPU seconds of the bench database's PostgreSQL backends over the step (0 off PostgreSQL)."""
+    pg_background_seconds: float = 0.0
+    """CPU seconds of the PostgreSQL server's background processes (WAL writer, ...: shared) over the step."""
 
     def holds(self, limit_ms: float) -> bool:
         """Whether the step carried every response with p99 within ``limit_ms``."""
@@ -165,13 +173,19 @@ async def follow(target: Target, request: bytes, sample: _Sample, *, unique: boo
         writer.close()
 
 
-async def step(targets: list[Target], route: str, runs: int, tokens: int, pace: float, auth: str) -> Step:
-    """Open ``runs`` responses of ``route`` at once over ``targets`` (round-robin); return the step."""
+async def step(
+    targets: list[Target], route: str, runs: int, tokens: int, pace: float, auth: str, database: str = ""
+) -> Step:
+    """Open ``runs`` responses of ``route`` at once over ``targets`` (round-robin); return the step.
+
+    ``database``: the servers' PostgreSQL database, whose server's CPU the step also records.
+    """
     sample = _Sample()
     result = Step(runs)
     wall, client = time.perf_counter(), time.process_time()
     servers = sum(_proc_cpu_seconds(t.pid) for t in targets)
     redis = _redis_cpu_seconds()
+    postgres = cpu_snapshot(database) if database else {}
     tasks = []
     for index in range(runs):
         target = targets[index % len(targets)]
@@ -184,6 +198,9 @@ async def step(targets: list[Target], route: str, runs: int, tokens: int, pace: 
     result.client_cores = (time.process_time() - client) / elapsed
     result.server_cores = (sum(_proc_cpu_seconds(t.pid) for t in targets) - servers) / elapsed
     result.redis_seconds = _redis_cpu_seconds() - redis
+    if database:
+        result.pg_seconds, result.pg_background_seconds = cpu_seconds(postgres, cpu_snapshot(database))
+        result.pg_measured = True
     result.deltas = sample.deltas
     result.duplicates = sample.duplicates
     failed = [outcome for outcome in done if isinstance(outcome, BaseException)]
@@ -196,7 +213,7 @@ async def step(targets: list[Target], route: str, runs: int, tokens: int, pace: 
     cutoff = max(sample.first)
     steady = sorted(delay for emitted, delay in sample.delays if emitted >= cutoff)
     if not steady:
-        result.error = "the last response started after the others ended (no steady state)"
+        result.error = NO_STEADY_STATE
         return result
     result.p50 = steady[len(steady) // 2]
     result.p99 = steady[min(len(steady) - 1, int(0.99 * len(steady)))]
