@@ -50,7 +50,8 @@ def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_pa
             assert row["ratio"] is not None or row["section"] in ("live", "sse", "opens", "capacity"), row["name"]
     for row in rows:
         if not row["available"]:
-            assert row["note"].startswith("not available: "), row
+            assert row["note"].startswith(("not available: ", "skipped: ")), row
+    assert data["machine"]["load_avg_at_start"] and data["machine"]["load_avg_at_end"]
     sqlite_append = next(r for r in measured if r["name"].startswith("database/sqlite") and r["section"] == "append")
     assert sqlite_append["baseline_name"] == "sqlite3 executemany"
     assert sqlite_append["holds"] in (True, False)
@@ -65,3 +66,34 @@ def test_bench_command_runs_with_tiny_sizes_and_writes_its_table_and_json(tmp_pa
     if [r for r in measured if r["section"] == "e2e"]:  # the site's own authenticated endpoint answered 200
         assert {r["section"] for r in host_rows} >= {"e2e"}, [r["name"] for r in measured]
         assert all(r["baseline"]["median"] > 0 for r in host_rows), host_rows
+
+
+@pytest.mark.postgres
+@pytest.mark.timeout(300)
+def test_bench_capacity_runs_the_database_manager_on_a_postgresql_database_of_its_own(tmp_path):
+    """``--capacity-routes helix-pg``: one and two processes on PostgreSQL + channels_redis, then the database is gone."""
+    url = os.environ.get("HELIX_TEST_DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        pytest.skip("no PostgreSQL (HELIX_TEST_DATABASE_URL)")
+    output = tmp_path / "results.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HELIX_BENCH_", "DJANGO_SETTINGS_MODULE"))}
+    env["HELIX_BENCH_DATABASE_URL"] = url
+    command = [sys.executable, "-m", "bench", "--tiny", "--capacity", "--capacity-routes", "helix-pg"]
+    with subprocess.Popen(
+        [*command, "--output", str(output)], cwd=REPO_ROOT, env=env, stderr=subprocess.PIPE, text=True
+    ) as bench:
+        _out, stderr = bench.communicate(timeout=280)
+    assert bench.returncode == 0, stderr[-3000:]
+    rows = json.loads(output.read_text())["rows"]
+    if not [r for r in rows if r["available"]]:  # no server could start here (the e2e prerequisites)
+        assert all(r["note"].startswith("not available: ") for r in rows), rows
+        pytest.skip(rows[0]["note"])
+    held = [r for r in rows if r["name"].endswith("runs held")]
+    assert [r["name"].split(" via ")[0] for r in held] == ["helix, database manager (PostgreSQL + channels_redis)"] * 2
+    assert all(r["available"] and r["value"]["unit"] == "runs" for r in held), held
+    assert all("PostgreSQL CPU at" in r["note"] and "redis-server CPU at" in r["note"] for r in held), held
+    import psycopg
+
+    with psycopg.connect(url) as connection:
+        left = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", [f"helix_bench_{bench.pid}"])
+        assert left.fetchone() is None, "the bench's database was not dropped"
