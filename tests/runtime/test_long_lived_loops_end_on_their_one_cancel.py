@@ -28,6 +28,7 @@ from helix_django.recovery.startup import RecoveryOnStartup
 from helix_django.streams.broadcast import _LoopListener
 from helix_django.streams.notify import StreamNotifier
 from helix_django.streams.redis_connections import LoopState, RedisConnections
+from helix_django.streams.tail import TailCache
 
 
 class DropsFirstCancel:
@@ -149,7 +150,7 @@ class DropsFirstCancelPubSub(DropsFirstCancel):
 async def test_the_redis_notify_listener_ends_when_its_subscription_drops_the_cancel():
     pubsub = DropsFirstCancelPubSub()
     closed = SimpleNamespace(aclose=lambda: asyncio.sleep(0))
-    connections = RedisConnections("default", {}, "helix-notify", StreamNotifier(), "origin:")
+    connections = RedisConnections("default", {}, "helix-notify", StreamNotifier(), "origin:", TailCache())
     state = LoopState(
         client=closed, pubsub_client=SimpleNamespace(pubsub=lambda: pubsub, aclose=closed.aclose), scripts={}
     )
