@@ -20,6 +20,7 @@ from bench.harness import Row, skipped
 from bench.postgres import BenchDatabase
 from bench.postgres import missing as postgres_missing
 from bench.sections.capacity_rows import LABELS, NAME, Adder
+from bench.sections.capacity_sweep import measure_setup
 
 
 async def bench_database(sizes: Sizes, auth: str, wanted: bool) -> tuple[BenchDatabase | None, str]:
@@ -44,8 +45,6 @@ async def postgres_rows(
 
     Returns the rows ``add`` does not hold: a skipped row when there is no ``database``.
     """
-    from bench.sections.capacity import measure_setup
-
     if database is None:
         return [skipped(NAME, f"{LABELS['helix-pg']} via {server}", reason)]
     for processes in (1, 2):
