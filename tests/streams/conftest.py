@@ -1,4 +1,4 @@
-"""Backends the stream-manager contract suite runs against."""
+"""Backends the stream-manager contract suite runs against, and builders of Redis managers for the Redis-only tests."""
 
 from __future__ import annotations
 
@@ -21,6 +21,17 @@ BACKENDS = {
 def redis_options(**extra) -> dict:
     """OPTIONS for a Redis manager with a key prefix of its own (tests never share keys)."""
     return {"CONNECTION_ALIAS": "helix", "KEY_PREFIX": f"helix-test:{uuid.uuid4().hex}", "stream_ttl": 600, **extra}
+
+
+def redis_manager(alias: str = "helix", **options):
+    """A Redis stream manager on keys of its own (``options`` over :func:`redis_options`)."""
+    config = {"BACKEND": BACKENDS["redis"]["BACKEND"], "OPTIONS": redis_options(CONNECTION_ALIAS=alias, **options)}
+    return load_stream_manager("r", {"r": config})
+
+
+def another_redis_process(manager):
+    """Another Redis manager instance on ``manager``'s keys: its own tail, listener and origin (another process)."""
+    return load_stream_manager("r2", {"r2": {"BACKEND": BACKENDS["redis"]["BACKEND"], "OPTIONS": {**manager.options}}})
 
 
 @pytest.fixture(params=sorted(BACKENDS))

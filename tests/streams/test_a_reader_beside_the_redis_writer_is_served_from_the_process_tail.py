@@ -13,19 +13,13 @@ import asyncio
 
 import pytest
 
-from helix_django.streams import load_stream_manager
 from tests.conftest import redis_url
-from tests.streams.conftest import redis_options
+from tests.streams.conftest import redis_manager
 from tests.streams.helpers import RedisMonitor, append_and_follow, chunk, collect, parked
 
 pytestmark = [pytest.mark.redis]
 
 TIMEOUT = 10
-BACKEND = "helix_django.streams.redis.RedisStreamManager"
-
-
-def make(**options):
-    return load_stream_manager("r", {"r": {"BACKEND": BACKEND, "OPTIONS": redis_options(**options)}})
 
 
 def command_names(commands: list[str]) -> list[str]:
@@ -33,7 +27,7 @@ def command_names(commands: list[str]) -> list[str]:
 
 
 async def test_readers_beside_the_writer_follow_a_run_without_reading_redis():
-    manager = make()
+    manager = redis_manager()
     monitor = RedisMonitor(redis_url(), manager.key_prefix)
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
@@ -78,7 +72,7 @@ async def test_readers_beside_the_writer_follow_a_run_without_reading_redis():
 
 
 async def test_each_reader_gets_its_own_chunks_with_what_the_writer_stored():
-    manager = make()
+    manager = redis_manager()
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
         stored = [chunk(1), {"type": "tool-input-available", "toolCallId": "c1", "input": {"q": ["a", 1]}}]
@@ -96,7 +90,7 @@ async def test_each_reader_gets_its_own_chunks_with_what_the_writer_stored():
 
 
 async def test_a_cursor_before_the_tail_or_a_status_change_reads_redis():
-    manager = make(TAIL_CHUNKS=2)
+    manager = redis_manager(TAIL_CHUNKS=2)
     monitor = RedisMonitor(redis_url(), manager.key_prefix)
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
@@ -120,7 +114,7 @@ async def test_a_cursor_before_the_tail_or_a_status_change_reads_redis():
 
 
 async def test_the_tail_can_be_disabled():
-    manager = make(TAIL_CHUNKS=0)
+    manager = redis_manager(TAIL_CHUNKS=0)
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
         reader = await manager.create_resumable_reader("s1")

@@ -16,25 +16,12 @@ import random
 
 import pytest
 
-from helix_django.streams import load_stream_manager
-from tests.streams.conftest import redis_options
+from tests.streams.conftest import another_redis_process, redis_manager
 from tests.streams.helpers import chunk, collect, parked
 
 pytestmark = [pytest.mark.redis]
 
 TIMEOUT = 10
-BACKEND = "helix_django.streams.redis.RedisStreamManager"
-
-
-def make(alias: str = "helix", **options):
-    return load_stream_manager(
-        "r", {"r": {"BACKEND": BACKEND, "OPTIONS": redis_options(CONNECTION_ALIAS=alias, **options)}}
-    )
-
-
-def other_process(manager):
-    """Another Redis manager instance on the same keys: its own tail, listener and origin."""
-    return load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**manager.options}}})
 
 
 async def reader_of(manager, stream_id: str = "s1", from_sequence: int = 0):
@@ -44,8 +31,8 @@ async def reader_of(manager, stream_id: str = "s1", from_sequence: int = 0):
 
 
 async def test_readers_on_both_processes_see_every_chunk_once_in_order():
-    writer = make()
-    other = other_process(writer)
+    writer = redis_manager()
+    other = another_redis_process(writer)
     rng = random.Random(7)
     try:
         await writer.claim_stream("s1", "run_a", epoch=1)
@@ -78,8 +65,8 @@ async def test_readers_on_both_processes_see_every_chunk_once_in_order():
 
 
 async def test_a_takeover_by_another_process_reaches_readers_served_from_the_old_tail():
-    web = make()
-    other = other_process(web)
+    web = redis_manager()
+    other = another_redis_process(web)
     try:
         await web.claim_stream("s1", "run_a", epoch=1)
         await web.append("s1", "run_a", [chunk(n) for n in range(1, 6)])
@@ -101,8 +88,8 @@ async def test_a_takeover_by_another_process_reaches_readers_served_from_the_old
 
 
 async def test_a_takeover_notice_that_overtakes_the_last_append_reply_leaves_no_tail_behind():
-    web = make()
-    other = other_process(web)
+    web = redis_manager()
+    other = another_redis_process(web)
     try:
         await web.claim_stream("s1", "run_a", epoch=1)
         await web.append("s1", "run_a", [chunk(n) for n in range(1, 5)])
@@ -136,7 +123,7 @@ async def test_a_takeover_notice_that_overtakes_the_last_append_reply_leaves_no_
 async def test_a_lost_subscription_empties_the_tail(private_redis):
     import redis
 
-    web = make("helix_private")
+    web = redis_manager("helix_private")
     try:
         await web.claim_stream("s1", "run_a", epoch=1)
         await web.create_resumable_reader("s1")  # this loop's subscription is confirmed

@@ -9,26 +9,14 @@ import pytest
 from django.test import override_settings
 
 from helix_django.errors import StreamConnectionError, StreamFenceError
-from helix_django.streams import load_stream_manager
 from tests.scale.services import free_port
-from tests.streams.conftest import redis_options
+from tests.streams.conftest import another_redis_process, redis_manager
 from tests.streams.helpers import append_and_follow, chunk, collect, parked, record_reads
 
 pytestmark = [pytest.mark.redis]
 
 TIMEOUT = 10
 BACKEND = "helix_django.streams.redis.RedisStreamManager"
-
-
-def make(alias: str = "helix", **options):
-    return load_stream_manager(
-        "r", {"r": {"BACKEND": BACKEND, "OPTIONS": redis_options(CONNECTION_ALIAS=alias, **options)}}
-    )
-
-
-def follower_of(manager):
-    """Return another Redis manager instance on the same keys (another process, in effect)."""
-    return load_stream_manager("r2", {"r2": {"BACKEND": BACKEND, "OPTIONS": {**manager.options}}})
 
 
 def caches(alias: str, url: str) -> dict:
@@ -38,7 +26,7 @@ def caches(alias: str, url: str) -> dict:
 
 
 async def test_ttl_is_set_and_refreshed_on_every_write(redis_client):
-    manager = make(stream_ttl=120)
+    manager = redis_manager(stream_ttl=120)
     meta, chunks = manager.keys("s1")[:2]
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
@@ -59,7 +47,7 @@ async def test_ttl_is_set_and_refreshed_on_every_write(redis_client):
 
 
 async def test_keys_of_a_stream_share_one_hash_slot_and_chunk_ids_are_sequences(redis_client):
-    manager = make()
+    manager = redis_manager()
     try:
         meta, chunks = manager.keys("sess-9")[:2]
         assert "{sess-9}" in meta
@@ -81,7 +69,7 @@ async def test_keys_of_a_stream_share_one_hash_slot_and_chunk_ids_are_sequences(
 
 
 async def test_a_batch_resent_after_a_lost_reply_is_stored_once(redis_client):
-    manager = make()
+    manager = redis_manager()
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
         append = manager._state().scripts["append"]
@@ -100,7 +88,7 @@ async def test_a_batch_resent_after_a_lost_reply_is_stored_once(redis_client):
 async def test_unreachable_redis_raises_a_typed_retryable_error_never_absent():
     dead = f"redis://127.0.0.1:{free_port()}/0"
     with override_settings(CACHES=caches("helix_dead", dead)):
-        manager = make("helix_dead", WRITE_RETRY_SECONDS=0)
+        manager = redis_manager("helix_dead", WRITE_RETRY_SECONDS=0)
         for call in (
             manager.get_info("s1"),
             manager.read_after("s1", 0),
@@ -118,8 +106,8 @@ async def test_unreachable_redis_raises_a_typed_retryable_error_never_absent():
 
 
 async def test_reader_of_another_manager_instance_wakes_through_pubsub_not_polling():
-    writer = make()
-    other = follower_of(writer)
+    writer = redis_manager()
+    other = another_redis_process(writer)
     try:
         await writer.claim_stream("s1", "run_a", epoch=1)
         reader = await other.create_resumable_reader("s1")
@@ -138,7 +126,7 @@ async def test_reader_of_another_manager_instance_wakes_through_pubsub_not_polli
 
 
 async def test_a_write_wakes_its_own_process_readers_once_not_again_by_its_pubsub_echo():
-    manager = make()
+    manager = redis_manager()
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
         reads = record_reads(manager)
@@ -166,7 +154,7 @@ async def test_a_write_wakes_its_own_process_readers_once_not_again_by_its_pubsu
 
 @pytest.mark.django_db
 async def test_redis_restart_with_aof_keeps_acknowledged_chunks_and_never_reuses_a_sequence(private_redis):
-    manager = make("helix_private", WRITE_RETRY_SECONDS=0)
+    manager = redis_manager("helix_private", WRITE_RETRY_SECONDS=0)
     await manager.claim_stream("s1", "run_a", epoch=1)
     assert await manager.append("s1", "run_a", [chunk(i) for i in range(1, 6)]) == [1, 2, 3, 4, 5]
     reader = await manager.create_resumable_reader("s1")
@@ -201,8 +189,8 @@ async def test_redis_restart_with_aof_keeps_acknowledged_chunks_and_never_reuses
 
 @pytest.mark.django_db
 async def test_a_parked_reader_wakes_after_the_subscription_reconnects(private_redis):
-    writer = make("helix_private")
-    follower = follower_of(writer)
+    writer = redis_manager("helix_private")
+    follower = another_redis_process(writer)
     await writer.claim_stream("s1", "run_a", epoch=1)
     await writer.append("s1", "run_a", [chunk(1)])
     reader = await follower.create_resumable_reader("s1", from_sequence=1)
@@ -221,7 +209,7 @@ async def test_a_parked_reader_wakes_after_the_subscription_reconnects(private_r
 
 @pytest.mark.django_db
 async def test_a_write_during_a_short_restart_is_resent_and_stored_once(private_redis):
-    manager = make("helix_private", WRITE_RETRY_SECONDS=15)
+    manager = redis_manager("helix_private", WRITE_RETRY_SECONDS=15)
     await manager.claim_stream("s1", "run_a", epoch=1)
     assert await manager.append("s1", "run_a", [chunk(1)]) == [1]
     private_redis.stop()
@@ -239,8 +227,8 @@ async def test_a_write_during_a_short_restart_is_resent_and_stored_once(private_
 async def test_a_reader_built_directly_wakes_through_pubsub_started_by_its_first_wait():
     from helix_django.streams.reader import ResumableReader
 
-    writer = make()
-    other = follower_of(writer)
+    writer = redis_manager()
+    other = another_redis_process(writer)
     try:
         info = await writer.claim_stream("s1", "run_a", epoch=1)
         reader = ResumableReader(other, "s1", from_sequence=0, wait_for_live=False, info=info)
@@ -271,7 +259,7 @@ def test_a_connection_alias_that_is_not_a_django_redis_cache_is_a_check_error():
 def test_clients_of_finished_event_loops_are_dropped():
     from asgiref.sync import async_to_sync
 
-    manager = make()
+    manager = redis_manager()
     for _ in range(3):
         assert async_to_sync(manager.get_info)("missing") is None
     # Each async_to_sync call ran on its own short-lived loop: at most the last one is kept.
@@ -280,7 +268,7 @@ def test_clients_of_finished_event_loops_are_dropped():
 
 async def test_a_stream_recreated_after_its_keys_expired_never_reuses_a_sequence(redis_client):
     """A client may still hold a cursor of the expired stream: the new claim starts after the old head."""
-    manager = make(stream_ttl=120)
+    manager = redis_manager(stream_ttl=120)
     meta, chunks = manager.keys("s-expired")[:2]
     try:
         await manager.claim_stream("s-expired", "run_a", epoch=1)
