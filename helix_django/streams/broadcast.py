@@ -5,6 +5,15 @@ With the in-memory channel layer (one process) nothing is sent. With a shared la
 process listens on one channel of its own (per event loop), added to the groups of the
 streams its readers park on, and wakes its local waiters.
 
+Each message carries the publishing broadcaster's origin token. A process ignores its own
+messages (its notify woke its readers when it wrote). For another process's message it
+first calls ``forget(stream_id)`` (the database manager drops its tail entry of that
+stream, so a reader is never answered from chunks this process wrote before the other
+process's write), then wakes its readers. A confirmed join and a layer outage forget too:
+messages may have been missed before them. :meth:`ChannelLayerBroadcaster.hears` tells
+whether the running loop's channel is in a stream's group (a confirmed join not yet
+left): only then does every later write of another process reach it.
+
 A process joins a stream's group when a first reader parks on it and leaves it
 ``LINGER_SECONDS`` after the last one went away, so a reader that re-subscribes on every
 chunk costs no layer round trip. Once a join is confirmed the stream's local readers are
@@ -19,6 +28,8 @@ import hashlib
 import logging
 import re
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -52,6 +63,8 @@ class _LoopListener:
         self.ready = asyncio.Event()
         self.waiting: dict[str, int] = {}
         self.joined: dict[str, float] = {}
+        self.heard: set[str] = set()
+        """Streams whose group this channel is in (confirmed joins): their messages reach it."""
         self.task = loop.create_task(ends_when_cancelled(self._receive))
 
     async def _receive(self) -> None:
@@ -73,10 +86,12 @@ class _LoopListener:
                     raise asyncio.CancelledError from exc
                 logger.warning("channel layer receive failed: %s", type(exc).__name__)
                 self.joined.clear()
+                self.heard.clear()
                 self.broadcaster.notifier_wake_all()
                 await asyncio.sleep(1.0)
                 continue
-            if message.get("type") == MESSAGE_TYPE:
+            if message.get("type") == MESSAGE_TYPE and message.get("origin") != self.broadcaster.origin:
+                self.broadcaster.forget(message["stream"])
                 self.broadcaster.notifier.notify(message["stream"], local_only=True)
 
     async def join(self, stream_id: str) -> None:
@@ -86,7 +101,11 @@ class _LoopListener:
         except Exception as exc:  # noqa: BLE001
             logger.warning("channel layer group_add failed: %s", type(exc).__name__)
             self.joined.pop(stream_id, None)
+        else:
+            if stream_id in self.joined:
+                self.heard.add(stream_id)
         # Anything published before the join completed is caught by a re-read.
+        self.broadcaster.forget(stream_id)
         self.broadcaster.notifier.notify(stream_id, local_only=True)
 
     def leave_later(self, stream_id: str) -> None:
@@ -99,6 +118,7 @@ class _LoopListener:
         if time.monotonic() - joined_at < self.broadcaster.linger_seconds:
             return
         del self.joined[stream_id]
+        self.heard.discard(stream_id)
         self.broadcaster.spawn(self.loop, self.broadcaster.layer.group_discard(group_name(stream_id), self.channel))
 
 
@@ -106,14 +126,18 @@ class ChannelLayerBroadcaster:
     """``notifier.remote``: publishes notifies to stream groups and wakes local waiters on receipt.
 
     ``publish``/``listen``/``unlisten`` are sync (called by :class:`StreamNotifier`) and
-    schedule layer calls on the running loop.
+    schedule layer calls on the running loop. ``forget(stream_id)`` is called before local
+    waiters are woken by another process's message (see the module docstring).
     """
 
     linger_seconds: float = 60.0
 
-    def __init__(self, notifier: StreamNotifier, layer: Any) -> None:
+    def __init__(self, notifier: StreamNotifier, layer: Any, forget: Callable[[str], None]) -> None:
         self.notifier = notifier
         self.layer = layer
+        self.forget = forget
+        self.origin = uuid.uuid4().hex
+        """Marks this broadcaster's messages, which it ignores on receipt."""
         self._listeners: dict[asyncio.AbstractEventLoop, _LoopListener] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -140,17 +164,26 @@ class ChannelLayerBroadcaster:
         with self.notifier._lock:
             stream_ids = list(self.notifier._waiters)
         for stream_id in stream_ids:
+            self.forget(stream_id)
             self.notifier.notify(stream_id, local_only=True)
 
     def publish(self, stream_id: str) -> None:
         """Send a wake-up for ``stream_id`` to every process listening on it."""
-        message = {"type": MESSAGE_TYPE, "stream": stream_id}
+        message = {"type": MESSAGE_TYPE, "stream": stream_id, "origin": self.origin}
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             async_to_sync(self.layer.group_send)(group_name(stream_id), message)
             return
         self.spawn(loop, self.layer.group_send(group_name(stream_id), message))
+
+    def hears(self, stream_id: str) -> bool:
+        """Whether this loop's channel is in ``stream_id``'s group: another process's write of it will be told."""
+        try:
+            listener = self._listeners.get(asyncio.get_running_loop())
+        except RuntimeError:
+            return False
+        return listener is not None and stream_id in listener.heard
 
     def listen(self, stream_id: str) -> None:
         """Count a local waiter on ``stream_id``; join its group if not joined yet."""
@@ -185,13 +218,14 @@ class ChannelLayerBroadcaster:
             await asyncio.wait([listener.task, *self._tasks], timeout=2)
 
 
-def attach_broadcast(manager: BaseStreamManager) -> None:
+def attach_broadcast(manager: BaseStreamManager, forget: Callable[[str], None]) -> None:
     """Give ``manager`` a cross-process broadcaster when the channel layer spans processes.
 
     Uses ``HELIX["CHANNEL_LAYER"]`` (a ``CHANNEL_LAYERS`` alias). No-op without a layer or
-    with the in-memory layer (one process).
+    with the in-memory layer (one process). ``forget``: called with a stream id before
+    another process's write of it wakes this process's readers.
     """
     layer = get_channel_layer(helix_settings.CHANNEL_LAYER)
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
-    manager.notifier.remote = ChannelLayerBroadcaster(manager.notifier, layer)
+    manager.notifier.remote = ChannelLayerBroadcaster(manager.notifier, layer, forget)

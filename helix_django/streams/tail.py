@@ -227,9 +227,10 @@ class TailCache:
         None unless the entry is fresh and holds every chunk from ``after + 1`` to its
         head, and at least one of them, or, with ``allow_empty``, ``after`` is its head
         (a caught-up reader: answered ``[]`` with the committed info; only sound when no
-        other process can write the stream unannounced: the database manager without a
-        broadcaster, the Redis manager, whose notices of other processes' writes forget the
-        entry before they wake readers).
+        other process can write the stream unannounced: the manager forgets the entry on
+        another process's notice before it wakes readers, the database manager through its
+        channel-layer broadcaster while it is in the stream's group, the Redis manager
+        through its pub/sub listener).
         """
         with self._lock:
             entry = self._entries.get(stream_id)

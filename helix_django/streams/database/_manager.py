@@ -74,7 +74,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self.appends = AppendQueue(self)
         """Appends queued for the next group commit, per event loop (:mod:`._append_queue`)."""
         self.transactions = DatabaseTransactions(self)
-        attach_broadcast(self)
+        attach_broadcast(self, forget=self.tail.forget)
 
     # --- reads on the ORM's thread (its writes: _writes.py) ---------------------------
 
@@ -193,9 +193,11 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
     async def read_after(
         self, stream_id: str, after: int, *, limit: int = 500
     ) -> tuple[list[StoredChunk], StreamInfo | None]:
-        # A caught-up reader may be answered from the tail only while no cross-process
-        # broadcaster is attached: with one, other processes' writes wake us and must be read.
-        hit = self.tail.read(stream_id, after, limit, allow_empty=self.notifier.remote is None)
+        # A caught-up reader is answered from the tail while no other process can write the
+        # stream unannounced: no broadcaster, or this loop is in the stream's group (another
+        # process's write drops the entry before its message wakes our readers).
+        remote = self.notifier.remote
+        hit = self.tail.read(stream_id, after, limit, allow_empty=remote is None or remote.hears(stream_id))
         if hit is not None:
             return hit
         return await self._call("read", self._read_sync, stream_id, after, limit)
