@@ -5,8 +5,9 @@ channels_redis layer (docs/production.md's several-process shape). Readers in th
 process are answered from its tail cache, a caught-up reader included: no database read
 per chunk. What makes that sound is that another process's write of the stream drops the
 tail entry before its message wakes the readers
-(tests/adversarial/test_an_old_tail_sees_the_other_processs_writes.py proves that side),
-and that a process ignores its own messages, so one chunk wakes a reader once.
+(tests/adversarial/test_an_old_tail_sees_the_other_processs_writes.py proves that side,
+and tests/scale/test_tasks_executor.py that a process outside the group still reads the
+database).
 """
 
 from __future__ import annotations
