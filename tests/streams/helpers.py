@@ -142,3 +142,29 @@ class RedisMonitor:
         self._thread.join(5)
         self._monitor.__exit__(None, None, None)
         self._client.close()
+
+
+async def live_followers(
+    manager, count: int, stream_id: str = "s1", seconds: float = 10
+) -> tuple[list, list[list[int]], list]:
+    """Start ``count`` readers following ``stream_id`` from its start; return ``(readers, got, tasks)`` once all are parked.
+
+    ``got[i]``: the sequences reader ``i`` has read so far (a live list); ``tasks``: their
+    follow tasks, which end with the stream. Each reader's fail-safe re-read is off (a
+    missed wake-up fails the test's timeout). AssertionError or TimeoutError after ``seconds``.
+    """
+    readers = [await manager.create_resumable_reader(stream_id) for _ in range(count)]
+    got: list[list[int]] = [[] for _ in range(count)]
+
+    async def follow(reader, into):
+        async for sequence, _chunk in reader:
+            into.append(sequence)
+
+    tasks = []
+    for reader, into in zip(readers, got, strict=True):
+        reader.fail_safe_seconds = 3600
+        tasks.append(asyncio.ensure_future(follow(reader, into)))
+    for reader in readers:
+        await asyncio.wait_for(reader.caught_up.wait(), seconds)  # the opening reads are done
+    await parked(manager, stream_id)
+    return readers, got, tasks

@@ -21,7 +21,7 @@ from django.test import override_settings
 from helix_django.streams.database import DatabaseStreamManager
 from tests.adversarial.test_an_old_tail_sees_the_other_processs_writes import joined
 from tests.scale.settings import redis_channel_layer
-from tests.streams.helpers import chunk, parked
+from tests.streams.helpers import chunk, live_followers, parked
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -48,20 +48,7 @@ async def test_readers_beside_the_writer_follow_it_without_reading_the_database(
         assert web.notifier.remote is not None
         try:
             await web.claim_stream("s1", "run_a", epoch=1)
-            readers = [await web.create_resumable_reader("s1") for _ in range(3)]
-            got: list[list[int]] = [[], [], []]
-
-            async def follow(reader, into):
-                async for sequence, _chunk in reader:
-                    into.append(sequence)
-
-            tasks = []
-            for reader, into in zip(readers, got, strict=True):
-                reader.fail_safe_seconds = 3600
-                tasks.append(asyncio.ensure_future(follow(reader, into)))
-            for reader in readers:
-                await asyncio.wait_for(reader.caught_up.wait(), TIMEOUT)
-            await parked(web, "s1")
+            readers, got, tasks = await live_followers(web, 3)
             await joined(web)
             await asyncio.sleep(0.1)  # the join's own re-read
             reads = count_database_reads(web)

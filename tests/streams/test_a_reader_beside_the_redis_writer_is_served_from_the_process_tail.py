@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import redis_url
 from tests.streams.conftest import redis_manager
-from tests.streams.helpers import RedisMonitor, append_and_follow, chunk, collect, parked
+from tests.streams.helpers import RedisMonitor, append_and_follow, chunk, collect, live_followers
 
 pytestmark = [pytest.mark.redis]
 
@@ -31,20 +31,7 @@ async def test_readers_beside_the_writer_follow_a_run_without_reading_redis():
     monitor = RedisMonitor(redis_url(), manager.key_prefix)
     try:
         await manager.claim_stream("s1", "run_a", epoch=1)
-        readers = [await manager.create_resumable_reader("s1") for _ in range(3)]
-        got: list[list[int]] = [[], [], []]
-
-        async def follow(reader, into):
-            async for sequence, _chunk in reader:
-                into.append(sequence)
-
-        tasks = []
-        for reader, into in zip(readers, got, strict=True):
-            reader.fail_safe_seconds = 3600
-            tasks.append(asyncio.ensure_future(follow(reader, into)))
-        for reader in readers:
-            await asyncio.wait_for(reader.caught_up.wait(), TIMEOUT)  # the opening reads are done
-        await parked(manager, "s1")
+        readers, got, tasks = await live_followers(manager, 3)
         await monitor.settle()
         monitor.commands.clear()
 
