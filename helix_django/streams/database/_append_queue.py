@@ -4,7 +4,11 @@
 append). The first append of an idle loop schedules a drain with ``call_soon``: the
 appends queued by then are committed as one group (:mod:`._group_commit`), inline on the
 loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
-meanwhile form the next group. A lone append (nothing else ready on the loop, see
+meanwhile form the next group. Group commits of one loop start at least a commit window
+apart (``OPTIONS["COMMIT_WINDOW_MS"]``, default 5): an append made within the window after a
+commit started waits for the window's end with the appends other streams make meanwhile,
+so at a hundred live runs a transaction carries tens of deltas instead of two or three
+(docs/performance.md). A lone append (nothing else ready on the loop, see
 :func:`is_last_callback`) is committed inline at once: it does not wait a loop round that
 could add nothing to its group. (The ORM thread's path keeps its ``call_soon`` round: on
 PostgreSQL a drain task started at once can hang a run; docs/performance-history.md.) A batch
@@ -57,20 +61,24 @@ class Committer(Protocol):
 
 
 class _Pending:
-    """The appends one event loop queued for its next group commit, and whether a commit is under way."""
+    """The appends one event loop queued for its next group commit, whether a commit is under way, and when
+    the last one started (the loop's clock, seconds)."""
 
-    __slots__ = ("draining", "queue")
+    __slots__ = ("drained_at", "draining", "queue")
 
     def __init__(self) -> None:
         self.queue: list[tuple[str, str, list[Chunk], asyncio.Future[list[int]]]] = []
         self.draining = False
+        self.drained_at = float("-inf")
 
 
 class AppendQueue:
     """Per event loop, the appends waiting for the manager's next group commit."""
 
-    def __init__(self, manager: Committer) -> None:
+    def __init__(self, manager: Committer, window_seconds: float = 0.0) -> None:
         self.manager = manager
+        self.window_seconds = window_seconds
+        """The least time between the starts of two group commits of one loop (``OPTIONS["COMMIT_WINDOW_MS"]``)."""
         self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
         self._last_pending: tuple[asyncio.AbstractEventLoop, _Pending] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -91,7 +99,11 @@ class AppendQueue:
         if pending.draining:
             return future  # the commit in flight, or the drain already scheduled, takes it
         pending.draining = True
-        if self.manager.group.may_run_inline and is_last_callback(loop):
+        wait = pending.drained_at + self.window_seconds - loop.time()
+        if wait > 0:
+            # A group committed moments ago: this one gathers what other streams append meanwhile.
+            loop.call_later(wait, self._drain_now, loop, pending)
+        elif self.manager.group.may_run_inline and is_last_callback(loop):
             self._drain_now(loop, pending)  # a lone append: nothing else can join its group this round
         else:
             loop.call_soon(self._drain_now, loop, pending)
@@ -115,6 +127,7 @@ class AppendQueue:
 
     def _drain_now(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
         """Commit the queued appends on the loop (inline), or start the task committing them on the ORM's thread."""
+        pending.drained_at = loop.time()
         batch, pending.queue = pending.queue, []
         try:
             results = self.manager.group.run_inline(
@@ -141,8 +154,14 @@ class AppendQueue:
         stream of a run whose writer is stuck (the disk-full fault's lost chunks,
         ``tests/streams/test_appends_never_wait_behind_a_failed_batchs_retries.py``).
         """
+        first = True  # its window started with the _drain_now that started this task
         try:
             while pending.queue:
+                wait = pending.drained_at + self.window_seconds - loop.time()
+                if wait > 0 and not first:  # appends queued during the commit in flight join the next window
+                    await asyncio.sleep(wait)
+                first = False
+                pending.drained_at = loop.time()
                 batch, pending.queue = pending.queue, []
                 requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
                 try:

@@ -43,6 +43,10 @@ from helix_django.streams.transactions import TransactionalWrites, WrittenInTran
 logger = logging.getLogger(__name__)
 
 
+COMMIT_WINDOW_MS = 5
+"""The default least time between two group commits of one event loop (``OPTIONS["COMMIT_WINDOW_MS"]``), in ms."""
+
+
 class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
     """Stores streams through the Django ORM's connection (``OPTIONS["DATABASE"]``, default the router's)."""
 
@@ -71,7 +75,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
             inline=bool(options.get("INLINE_WRITES", True)),
         )
         """How appends are committed: on the loop for SQLite where that never waits (:mod:`._group_commit`)."""
-        self.appends = AppendQueue(self)
+        self.appends = AppendQueue(self, window_seconds=float(options.get("COMMIT_WINDOW_MS", COMMIT_WINDOW_MS)) / 1000)
         """Appends queued for the next group commit, per event loop (:mod:`._append_queue`)."""
         self.transactions = DatabaseTransactions(self)
         attach_broadcast(self, forget=self.tail.forget)

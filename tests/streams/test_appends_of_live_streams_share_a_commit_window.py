@@ -1,0 +1,127 @@
+"""The database manager's commit window: live streams' appends of a few milliseconds share one group commit.
+
+At a hundred live runs each delta is a flush of its own, woken by its own timer, so
+without a window nearly every flush is committed alone (a transaction per delta, like
+the durable floor). A group commit starts at most once per ``OPTIONS["COMMIT_WINDOW_MS"]``
+(default 5) on one event loop: an append made within the window after a commit started
+waits for the window's end and joins the appends of the other streams made meanwhile.
+An append after a quiet window is committed at once (a lone chat's time to first byte and
+delivery delay are unchanged: ``tests/streams/test_loop_rounds_per_lone_append.py``).
+
+Transactions are recorded by wrapping the group commit's ``statements`` (one call per
+transaction, inline on SQLite and on the ORM's thread on PostgreSQL): how many appends
+each carried and when it ran. The window is checked as the gaps between them, which do
+not depend on the machine's speed (a loaded machine puts more appends in each loop round
+whether or not there is a window).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from helix_django.streams.database import DatabaseStreamManager
+from helix_django.streams.reader import ResumableReader
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STREAMS = 20
+DELTAS = 10
+PERIOD_SECONDS = 0.02
+"""50 deltas per second per stream, as the capacity bench's live runs."""
+
+
+def delta(n: int) -> dict:
+    return {"type": "text-delta", "id": "t", "delta": f"d{n} "}
+
+
+def recording_transactions(manager: DatabaseStreamManager) -> list[tuple[float, int]]:
+    """Wrap the manager's group commit so each transaction records (monotonic seconds, appends carried)."""
+    transactions: list[tuple[float, int]] = []
+    statements = manager.group.statements
+
+    def recorded(cursor, placeholder, requests, *args, **kwargs):
+        transactions.append((time.monotonic(), len(requests)))
+        return statements(cursor, placeholder, requests, *args, **kwargs)
+
+    manager.group.statements = recorded
+    return transactions
+
+
+async def paced_writers(manager: DatabaseStreamManager, prefix: str) -> dict[str, list[int]]:
+    """``STREAMS`` writers, each appending ``DELTAS`` deltas from timers at 50/s, offsets spread; return
+    each stream's sequences as its reader got them (read to the stream's end)."""
+    rng = random.Random(7)
+    streams = [f"{prefix}_{n}" for n in range(STREAMS)]
+    for stream_id in streams:
+        await manager.claim_stream(stream_id, "run_a", epoch=1)
+
+    async def write(stream_id: str) -> None:
+        await asyncio.sleep(rng.random() * PERIOD_SECONDS)
+        for n in range(DELTAS):
+            await manager.append_soon(stream_id, "run_a", [delta(n)])
+            await asyncio.sleep(PERIOD_SECONDS)
+        await manager.end_stream(stream_id, "run_a")
+
+    async def read(stream_id: str) -> list[int]:
+        info = await manager.get_info(stream_id)
+        reader = ResumableReader(manager, stream_id, from_sequence=0, wait_for_live=True, info=info)
+        return [sequence async for sequence, _chunk in reader]
+
+    readers = [asyncio.ensure_future(read(stream_id)) for stream_id in streams]
+    await asyncio.wait_for(asyncio.gather(*(write(stream_id) for stream_id in streams)), 30)
+    got = await asyncio.wait_for(asyncio.gather(*readers), 30)
+    return dict(zip(streams, got, strict=True))
+
+
+async def paced_transactions(options: dict, prefix: str) -> list[tuple[float, int]]:
+    """Run the paced writers on a manager with ``options``; return its transactions (time, appends)."""
+    manager = DatabaseStreamManager("default", options)
+    transactions = recording_transactions(manager)
+    try:
+        got = await paced_writers(manager, prefix)
+    finally:
+        await manager.aclose()
+    assert all(sequences == list(range(1, DELTAS + 1)) for sequences in got.values()), got
+    assert sum(size for _at, size in transactions) == STREAMS * DELTAS
+    return transactions
+
+
+def gaps_ms(transactions: list[tuple[float, int]]) -> list[float]:
+    return [round((b[0] - a[0]) * 1000, 1) for a, b in zip(transactions, transactions[1:], strict=False)]
+
+
+async def test_paced_appends_of_twenty_live_streams_share_commits_a_window_apart_and_each_reader_gets_each_once():
+    windowed = await paced_transactions({"COMMIT_WINDOW_MS": 20}, "window")
+    # A commit starts at most once per 20 ms (a thread hop on PostgreSQL may shift one by a few ms),
+    # so 200 appends over about 0.2 s go in about 15 transactions instead of one per loop round.
+    assert min(gaps_ms(windowed)) >= 12, gaps_ms(windowed)
+    assert len(windowed) <= STREAMS * DELTAS / 4, len(windowed)
+
+
+async def test_without_a_window_commits_follow_each_other_as_appends_come():
+    alone = await paced_transactions({"COMMIT_WINDOW_MS": 0}, "nowindow")
+    assert min(gaps_ms(alone)) < 12, gaps_ms(alone)  # what the window above prevents
+
+
+async def test_an_append_within_the_window_waits_for_it_and_one_after_a_quiet_window_commits_at_once():
+    manager = DatabaseStreamManager("default", {"COMMIT_WINDOW_MS": 50})
+    try:
+        await manager.claim_stream("window_lone", "run_a", epoch=1)
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(0.06)
+        started = loop.time()
+        assert await manager.append_soon("window_lone", "run_a", [delta(1)]) == [1]
+        assert loop.time() - started < 0.04  # the first after a quiet window: at once
+        started = loop.time()
+        assert await manager.append_soon("window_lone", "run_a", [delta(2)]) == [2]
+        assert loop.time() - started >= 0.03  # within the window: committed at its end
+        await asyncio.sleep(0.06)
+        started = loop.time()
+        assert await manager.append_soon("window_lone", "run_a", [delta(3)]) == [3]
+        assert loop.time() - started < 0.04
+    finally:
+        await manager.aclose()
