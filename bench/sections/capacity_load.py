@@ -4,7 +4,11 @@ One step opens ``runs`` responses at once (a few at a time, :data:`OPEN_BATCH`),
 round-robin over one or more server processes, and reads each to ``data: [DONE]``. Every
 text delta carries its emission time (``time.perf_counter()``: :class:`bench.provider.ClockProvider`
 and :func:`bench.frames.paced_deltas`); a delay sample is receive time minus emission time,
-in ms, for every delta emitted after every response got its first delta (steady state).
+in ms, for every delta emitted while all ``runs`` were live (steady state): after every
+response got its first delta and before any response's last delta. The starts and the
+endings of a step come in bursts (every response opens within a few hundred ms and has
+the same length), which no steady load has; what they cost is the server's, and shows in
+the run-start and completion rows of the other sections, not in "runs held".
 
 The client is asyncio streams and a regular expression, not httpx: at hundreds of
 responses x 50 deltas/s the client shares the machine's cores with the servers, and httpx
@@ -33,7 +37,7 @@ OPEN_BATCH = 25
 OPEN_PAUSE_SECONDS = 0.01
 DELTA = re.compile(rb'"type":"text-delta".*?"delta":"([0-9. ]*)"')
 DONE = b"data: [DONE]"
-NO_STEADY_STATE = "the last response started after the others ended (no steady state)"
+NO_STEADY_STATE = "the last response started after the first one ended (no steady state)"
 
 
 @dataclasses.dataclass
@@ -105,6 +109,8 @@ class _Sample:
     def __init__(self) -> None:
         self.delays: list[tuple[float, float]] = []
         self.first: list[float] = []
+        self.last: list[float] = []
+        """Per response, the emission time of its last delta."""
         self.deltas = 0
         self.duplicates = 0
 
@@ -153,6 +159,7 @@ async def follow(target: Target, request: bytes, sample: _Sample, *, unique: boo
         assert head.split(b" ", 2)[1] == b"200", head[:200]
         pending = b""
         first = True
+        last = 0.0
         while True:
             data = await reader.read(65536)
             now = time.perf_counter()
@@ -167,7 +174,9 @@ async def follow(target: Target, request: bytes, sample: _Sample, *, unique: boo
                 if count_deltas(sample, match.group(1), now, seen if unique else None) and first:
                     sample.first.append(now)
                     first = False
+                last = max([last, *(float(token) for token in match.group(1).split())])
             if DONE in complete:
+                sample.last.append(last)
                 return
     finally:
         writer.close()
@@ -210,8 +219,8 @@ async def step(
     if sample.deltas != runs * tokens:
         result.error = f"{sample.deltas} of {runs * tokens} deltas arrived"
         return result
-    cutoff = max(sample.first)
-    steady = sorted(delay for emitted, delay in sample.delays if emitted >= cutoff)
+    cutoff, end = max(sample.first), min(sample.last)
+    steady = sorted(delay for emitted, delay in sample.delays if cutoff <= emitted <= end)
     if not steady:
         result.error = NO_STEADY_STATE
         return result
