@@ -2,11 +2,13 @@
 
 At a hundred live runs each delta is a flush of its own, woken by its own timer, so
 without a window nearly every flush is committed alone (a transaction per delta, like
-the durable floor). A group commit starts at most once per ``OPTIONS["COMMIT_WINDOW_MS"]``
-(default 5) on one event loop: an append made within the window after a commit started
-waits for the window's end and joins the appends of the other streams made meanwhile.
-An append after a quiet window is committed at once (a lone chat's time to first byte and
-delivery delay are unchanged: ``tests/streams/test_loop_rounds_per_lone_append.py``).
+the durable floor). While a loop's appends come at ``OPTIONS["COMMIT_WINDOW_RATE"]`` per
+second or faster (default 2 000), a group commit starts at most once per
+``OPTIONS["COMMIT_WINDOW_MS"]`` (default 5) on it: an append made within the window after
+a commit started waits for the window's end and joins the appends of the other streams
+made meanwhile. Slower, or after a quiet window, an append is committed at once (a lone
+chat's time to first byte and delivery delay are unchanged:
+``tests/streams/test_loop_rounds_per_lone_append.py``).
 
 Transactions are recorded by wrapping the group commit's ``statements`` (one call per
 transaction, inline on SQLite and on the ORM's thread on PostgreSQL): how many appends
@@ -51,7 +53,7 @@ def recording_transactions(manager: DatabaseStreamManager) -> list[tuple[float, 
     return transactions
 
 
-async def paced_writers(manager: DatabaseStreamManager, prefix: str) -> dict[str, list[int]]:
+async def paced_writers(manager: DatabaseStreamManager, prefix: str, deltas: int = DELTAS) -> dict[str, list[int]]:
     """``STREAMS`` writers, each appending ``DELTAS`` deltas from timers at 50/s, offsets spread; return
     each stream's sequences as its reader got them (read to the stream's end)."""
     rng = random.Random(7)
@@ -60,10 +62,11 @@ async def paced_writers(manager: DatabaseStreamManager, prefix: str) -> dict[str
         await manager.claim_stream(stream_id, "run_a", epoch=1)
 
     async def write(stream_id: str) -> None:
-        await asyncio.sleep(rng.random() * PERIOD_SECONDS)
-        for n in range(DELTAS):
+        loop = asyncio.get_running_loop()
+        start = loop.time() + rng.random() * PERIOD_SECONDS
+        for n in range(deltas):  # on a clock, as a provider's deltas come: a commit's wait does not slow them
+            await asyncio.sleep(max(0.0, start + n * PERIOD_SECONDS - loop.time()))
             await manager.append_soon(stream_id, "run_a", [delta(n)])
-            await asyncio.sleep(PERIOD_SECONDS)
         await manager.end_stream(stream_id, "run_a")
 
     async def read(stream_id: str) -> list[int]:
@@ -77,16 +80,16 @@ async def paced_writers(manager: DatabaseStreamManager, prefix: str) -> dict[str
     return dict(zip(streams, got, strict=True))
 
 
-async def paced_transactions(options: dict, prefix: str) -> list[tuple[float, int]]:
+async def paced_transactions(options: dict, prefix: str, deltas: int = DELTAS) -> list[tuple[float, int]]:
     """Run the paced writers on a manager with ``options``; return its transactions (time, appends)."""
     manager = DatabaseStreamManager("default", options)
     transactions = recording_transactions(manager)
     try:
-        got = await paced_writers(manager, prefix)
+        got = await paced_writers(manager, prefix, deltas)
     finally:
         await manager.aclose()
-    assert all(sequences == list(range(1, DELTAS + 1)) for sequences in got.values()), got
-    assert sum(size for _at, size in transactions) == STREAMS * DELTAS
+    assert all(sequences == list(range(1, deltas + 1)) for sequences in got.values()), got
+    assert sum(size for _at, size in transactions) == STREAMS * deltas
     return transactions
 
 
@@ -95,11 +98,20 @@ def gaps_ms(transactions: list[tuple[float, int]]) -> list[float]:
 
 
 async def test_paced_appends_of_twenty_live_streams_share_commits_a_window_apart_and_each_reader_gets_each_once():
-    windowed = await paced_transactions({"COMMIT_WINDOW_MS": 20}, "window")
+    windowed = await paced_transactions({"COMMIT_WINDOW_MS": 20, "COMMIT_WINDOW_RATE": 0}, "window")
     # A commit starts at most once per 20 ms (a thread hop on PostgreSQL may shift one by a few ms),
     # so 200 appends over about 0.2 s go in about 15 transactions instead of one per loop round.
     assert min(gaps_ms(windowed)) >= 12, gaps_ms(windowed)
     assert len(windowed) <= STREAMS * DELTAS / 4, len(windowed)
+
+
+async def test_the_window_applies_once_a_loops_appends_come_at_the_rate():
+    # 1 000 appends/s for about 0.6 s, the rate 500/s: counted over the first quarter second,
+    # then every commit starts a window after the one before.
+    transactions = await paced_transactions({"COMMIT_WINDOW_MS": 20, "COMMIT_WINDOW_RATE": 500}, "rate", deltas=30)
+    settled = [t for t in transactions if t[0] >= transactions[0][0] + 0.3]
+    assert len(settled) >= 5
+    assert min(gaps_ms(settled)) >= 12, gaps_ms(settled)
 
 
 async def test_without_a_window_commits_follow_each_other_as_appends_come():
@@ -107,8 +119,13 @@ async def test_without_a_window_commits_follow_each_other_as_appends_come():
     assert min(gaps_ms(alone)) < 12, gaps_ms(alone)  # what the window above prevents
 
 
+async def test_below_the_rate_the_window_does_not_hold_appends():
+    slow = await paced_transactions({"COMMIT_WINDOW_MS": 20, "COMMIT_WINDOW_RATE": 5000}, "slow")
+    assert min(gaps_ms(slow)) < 12, gaps_ms(slow)  # 1 000 appends/s: committed as they come
+
+
 async def test_an_append_within_the_window_waits_for_it_and_one_after_a_quiet_window_commits_at_once():
-    manager = DatabaseStreamManager("default", {"COMMIT_WINDOW_MS": 50})
+    manager = DatabaseStreamManager("default", {"COMMIT_WINDOW_MS": 50, "COMMIT_WINDOW_RATE": 0})
     try:
         await manager.claim_stream("window_lone", "run_a", epoch=1)
         loop = asyncio.get_running_loop()

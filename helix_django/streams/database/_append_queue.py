@@ -4,16 +4,18 @@
 append). The first append of an idle loop schedules a drain with ``call_soon``: the
 appends queued by then are committed as one group (:mod:`._group_commit`), inline on the
 loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
-meanwhile form the next group. Group commits of one loop start at least a commit window
-apart (``OPTIONS["COMMIT_WINDOW_MS"]``, default 5): an append made within the window after a
-commit started waits for the window's end with the appends other streams make meanwhile,
-so at a hundred live runs a transaction carries tens of deltas instead of two or three
-(docs/performance.md). A lone append (nothing else ready on the loop, see
-:func:`is_last_callback`) is committed inline at once: it does not wait a loop round that
-could add nothing to its group. (The ORM thread's path keeps its ``call_soon`` round: on
-PostgreSQL a drain task started at once can hang a run; docs/performance-history.md.) A batch
-whose commit fails transiently retries on a task of its own, so nothing queued behind it
-waits for its backoff.
+meanwhile form the next group. While a loop's appends come at ``OPTIONS["COMMIT_WINDOW_RATE"]``
+per second or faster (default 2 000: 40 runs at 50 deltas/s), its group commits start at
+least a commit window apart (``OPTIONS["COMMIT_WINDOW_MS"]``, default 5): an append made
+within the window after a commit started waits for the window's end with the appends
+other streams make meanwhile, so at a hundred live runs a transaction carries tens of
+deltas instead of two or three (docs/performance.md). Slower, a loop round rarely holds
+more than one flush, and a window would mostly add its wait to each delta. A lone append
+(nothing else ready on the loop, see :func:`is_last_callback`) is committed inline at
+once: it does not wait a loop round that could add nothing to its group. (The ORM
+thread's path keeps its ``call_soon`` round: on PostgreSQL a drain task started at once
+can hang a run; docs/performance-history.md.) A batch whose commit fails transiently
+retries on a task of its own, so nothing queued behind it waits for its backoff.
 """
 
 from __future__ import annotations
@@ -60,29 +62,50 @@ class Committer(Protocol):
     def _append_many_sync(self, requests: list[tuple[str, str, Sequence[Chunk]]]) -> list[Any]: ...
 
 
-class _Pending:
-    """The appends one event loop queued for its next group commit, whether a commit is under way, and when
-    the last one started (the loop's clock, seconds)."""
+#: The span over which a loop's append rate is counted, in seconds.
+RATE_SPAN_SECONDS = 0.25
 
-    __slots__ = ("drained_at", "draining", "queue")
+
+class _Pending:
+    """The appends one event loop queued for its next group commit, whether a commit is under way, when
+    the last one started (the loop's clock, seconds) and how fast appends came lately (per second)."""
+
+    __slots__ = ("counted", "counting_since", "drained_at", "draining", "queue", "rate")
 
     def __init__(self) -> None:
         self.queue: list[tuple[str, str, list[Chunk], asyncio.Future[list[int]]]] = []
         self.draining = False
         self.drained_at = float("-inf")
+        self.rate = 0.0
+        self.counted = 0
+        self.counting_since = float("-inf")
+
+    def count(self, now: float) -> None:
+        """Count one append at ``now``; every RATE_SPAN_SECONDS, :attr:`rate` becomes the last span's rate."""
+        self.counted += 1
+        elapsed = now - self.counting_since
+        if elapsed >= RATE_SPAN_SECONDS:
+            self.rate = self.counted / elapsed if elapsed != float("inf") else 0.0
+            self.counted, self.counting_since = 0, now
 
 
 class AppendQueue:
     """Per event loop, the appends waiting for the manager's next group commit."""
 
-    def __init__(self, manager: Committer, window_seconds: float = 0.0) -> None:
+    def __init__(self, manager: Committer, window_seconds: float = 0.0, window_rate: float = 0.0) -> None:
         self.manager = manager
         self.window_seconds = window_seconds
         """The least time between the starts of two group commits of one loop (``OPTIONS["COMMIT_WINDOW_MS"]``)."""
+        self.window_rate = window_rate
+        """Appends per second of one loop from which the window applies (``OPTIONS["COMMIT_WINDOW_RATE"]``)."""
         self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
         self._last_pending: tuple[asyncio.AbstractEventLoop, _Pending] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         """Drains, retries and checkpoints under way (held, so none is collected before it ends)."""
+
+    def _window(self, pending: _Pending) -> float:
+        """The commit window in force for ``pending``'s loop: none while its appends come slower than the rate."""
+        return self.window_seconds if pending.rate >= self.window_rate else 0.0
 
     def submit(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> asyncio.Future[list[int]]:
         """Queue ``chunks`` for the next group commit; return the future of their sequences.
@@ -96,10 +119,12 @@ class AppendQueue:
             return future
         pending = self._pending_of(loop)
         pending.queue.append((stream_id, run_id, list(chunks), future))
+        now = loop.time()
+        pending.count(now)
         if pending.draining:
             return future  # the commit in flight, or the drain already scheduled, takes it
         pending.draining = True
-        wait = pending.drained_at + self.window_seconds - loop.time()
+        wait = pending.drained_at + self._window(pending) - now
         if wait > 0:
             # A group committed moments ago: this one gathers what other streams append meanwhile.
             loop.call_later(wait, self._drain_now, loop, pending)
@@ -157,7 +182,7 @@ class AppendQueue:
         first = True  # its window started with the _drain_now that started this task
         try:
             while pending.queue:
-                wait = pending.drained_at + self.window_seconds - loop.time()
+                wait = pending.drained_at + self._window(pending) - loop.time()
                 if wait > 0 and not first:  # appends queued during the commit in flight join the next window
                     await asyncio.sleep(wait)
                 first = False
