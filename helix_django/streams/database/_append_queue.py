@@ -4,13 +4,9 @@
 append). The first append of an idle loop schedules a drain with ``call_soon``: the
 appends queued by then are committed as one group (:mod:`._group_commit`), inline on the
 loop for SQLite where that never waits, else on the ORM's thread, where appends arriving
-meanwhile form the next group. While a loop's appends come at ``OPTIONS["COMMIT_WINDOW_RATE"]``
-per second or faster (default 2 000: 40 runs at 50 deltas/s), its group commits start at
-least a commit window apart (``OPTIONS["COMMIT_WINDOW_MS"]``, default 5): an append made
-within the window after a commit started waits for the window's end with the appends
-other streams make meanwhile, so at a hundred live runs a transaction carries tens of
-deltas instead of two or three (docs/performance.md). Slower, a loop round rarely holds
-more than one flush, and a window would mostly add its wait to each delta. A lone append
+meanwhile form the next group. While a loop's appends come fast, its group commits start
+a commit window apart (:mod:`..window`), so at a hundred live runs a transaction carries
+tens of deltas instead of two or three. A lone append
 (nothing else ready on the loop, see :func:`is_last_callback`) is committed inline at
 once: it does not wait a loop round that could add nothing to its group. (The ORM
 thread's path keeps its ``call_soon`` round: on PostgreSQL a drain task started at once
@@ -32,6 +28,7 @@ from helix_django.streams.database._group_commit import GroupCommit
 from helix_django.streams.info import Chunk
 from helix_django.streams.notify import StreamNotifier
 from helix_django.streams.tail import TailCache
+from helix_django.streams.window import CommitWindow
 
 logger = logging.getLogger("helix_django.streams.database")
 
@@ -62,50 +59,29 @@ class Committer(Protocol):
     def _append_many_sync(self, requests: list[tuple[str, str, Sequence[Chunk]]]) -> list[Any]: ...
 
 
-#: The span over which a loop's append rate is counted, in seconds.
-RATE_SPAN_SECONDS = 0.25
-
-
 class _Pending:
-    """The appends one event loop queued for its next group commit, whether a commit is under way, when
-    the last one started (the loop's clock, seconds) and how fast appends came lately (per second)."""
+    """The appends one event loop queued for its next group commit, whether a commit is under way, and
+    the loop's commit window (:mod:`..window`)."""
 
-    __slots__ = ("counted", "counting_since", "drained_at", "draining", "queue", "rate")
+    __slots__ = ("draining", "queue", "window")
 
-    def __init__(self) -> None:
+    def __init__(self, window: CommitWindow) -> None:
         self.queue: list[tuple[str, str, list[Chunk], asyncio.Future[list[int]]]] = []
         self.draining = False
-        self.drained_at = float("-inf")
-        self.rate = 0.0
-        self.counted = 0
-        self.counting_since = float("-inf")
-
-    def count(self, now: float) -> None:
-        """Count one append at ``now``; every RATE_SPAN_SECONDS, :attr:`rate` becomes the last span's rate."""
-        self.counted += 1
-        elapsed = now - self.counting_since
-        if elapsed >= RATE_SPAN_SECONDS:
-            self.rate = self.counted / elapsed if elapsed != float("inf") else 0.0
-            self.counted, self.counting_since = 0, now
+        self.window = window
 
 
 class AppendQueue:
     """Per event loop, the appends waiting for the manager's next group commit."""
 
-    def __init__(self, manager: Committer, window_seconds: float = 0.0, window_rate: float = 0.0) -> None:
+    def __init__(self, manager: Committer, window: tuple[float, float] = (0.0, 0.0)) -> None:
         self.manager = manager
-        self.window_seconds = window_seconds
-        """The least time between the starts of two group commits of one loop (``OPTIONS["COMMIT_WINDOW_MS"]``)."""
-        self.window_rate = window_rate
-        """Appends per second of one loop from which the window applies (``OPTIONS["COMMIT_WINDOW_RATE"]``)."""
+        self.window = window
+        """``(seconds, rate)`` of each loop's :class:`~..window.CommitWindow` (``window_options``)."""
         self._pending: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Pending] = weakref.WeakKeyDictionary()
         self._last_pending: tuple[asyncio.AbstractEventLoop, _Pending] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         """Drains, retries and checkpoints under way (held, so none is collected before it ends)."""
-
-    def _window(self, pending: _Pending) -> float:
-        """The commit window in force for ``pending``'s loop: none while its appends come slower than the rate."""
-        return self.window_seconds if pending.rate >= self.window_rate else 0.0
 
     def submit(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> asyncio.Future[list[int]]:
         """Queue ``chunks`` for the next group commit; return the future of their sequences.
@@ -120,11 +96,11 @@ class AppendQueue:
         pending = self._pending_of(loop)
         pending.queue.append((stream_id, run_id, list(chunks), future))
         now = loop.time()
-        pending.count(now)
+        pending.window.count(now)
         if pending.draining:
             return future  # the commit in flight, or the drain already scheduled, takes it
         pending.draining = True
-        wait = pending.drained_at + self._window(pending) - now
+        wait = pending.window.wait(now)
         if wait > 0:
             # A group committed moments ago: this one gathers what other streams append meanwhile.
             loop.call_later(wait, self._drain_now, loop, pending)
@@ -146,13 +122,13 @@ class AppendQueue:
             return last[1]
         pending = self._pending.get(loop)
         if pending is None:
-            pending = self._pending[loop] = _Pending()
+            pending = self._pending[loop] = _Pending(CommitWindow(*self.window))
         self._last_pending = (loop, pending)
         return pending
 
     def _drain_now(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
         """Commit the queued appends on the loop (inline), or start the task committing them on the ORM's thread."""
-        pending.drained_at = loop.time()
+        pending.window.start(loop.time())
         batch, pending.queue = pending.queue, []
         try:
             results = self.manager.group.run_inline(
@@ -182,11 +158,11 @@ class AppendQueue:
         first = True  # its window started with the _drain_now that started this task
         try:
             while pending.queue:
-                wait = pending.drained_at + self._window(pending) - loop.time()
+                wait = pending.window.wait(loop.time())
                 if wait > 0 and not first:  # appends queued during the commit in flight join the next window
                     await asyncio.sleep(wait)
                 first = False
-                pending.drained_at = loop.time()
+                pending.window.start(loop.time())
                 batch, pending.queue = pending.queue, []
                 requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
                 try:

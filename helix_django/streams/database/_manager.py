@@ -39,14 +39,9 @@ from helix_django.streams.database._group_commit import GroupCommit
 from helix_django.streams.database._writes import DatabaseStreamWrites, claim_sql, encode, info_of
 from helix_django.streams.tail import TailCache
 from helix_django.streams.transactions import TransactionalWrites, WrittenInTransaction
+from helix_django.streams.window import window_options
 
 logger = logging.getLogger(__name__)
-
-
-COMMIT_WINDOW_MS = 5
-"""The default least time between two group commits of one event loop (``OPTIONS["COMMIT_WINDOW_MS"]``), in ms."""
-COMMIT_WINDOW_RATE = 2000
-"""The default appends per second of one event loop from which the window applies (``COMMIT_WINDOW_RATE``)."""
 
 
 class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
@@ -77,11 +72,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
             inline=bool(options.get("INLINE_WRITES", True)),
         )
         """How appends are committed: on the loop for SQLite where that never waits (:mod:`._group_commit`)."""
-        self.appends = AppendQueue(
-            self,
-            window_seconds=float(options.get("COMMIT_WINDOW_MS", COMMIT_WINDOW_MS)) / 1000,
-            window_rate=float(options.get("COMMIT_WINDOW_RATE", COMMIT_WINDOW_RATE)),
-        )
+        self.appends = AppendQueue(self, window_options(options))
         """Appends queued for the next group commit, per event loop (:mod:`._append_queue`)."""
         self.transactions = DatabaseTransactions(self)
         attach_broadcast(self, forget=self.tail.forget)
