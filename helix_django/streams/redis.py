@@ -56,8 +56,10 @@ from helix_django.streams.base import (
     raise_connection_error,
 )
 from helix_django.streams.reader import ResumableReader
+from helix_django.streams.redis_appends import PreparedAppend, RedisAppendQueue
 from helix_django.streams.redis_connections import LoopState, RedisConnections
 from helix_django.streams.tail import TailCache, stored_form
+from helix_django.streams.window import window_options
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +92,9 @@ class RedisStreamManager(BaseStreamManager):
     ``KEY_PREFIX`` (default ``"helix:stream"``), ``stream_ttl`` (seconds),
     ``SOCKET_TIMEOUT`` (seconds per command, default 5), ``WRITE_RETRY_SECONDS`` (how long a
     write is resent while Redis is unreachable, default 10; reads never wait),
-    ``TAIL_CHUNKS`` and ``TAIL_SECONDS`` (the process tail, module docstring).
+    ``TAIL_CHUNKS`` and ``TAIL_SECONDS`` (the process tail, module docstring),
+    ``COMMIT_WINDOW_MS`` and ``COMMIT_WINDOW_RATE`` (appends of many streams sent as one
+    pipeline, :mod:`.redis_appends`).
     """
 
     supports_pubsub = True
@@ -114,6 +118,8 @@ class RedisStreamManager(BaseStreamManager):
             self.connection_alias, self.options, self.channel, self.notifier, self.origin, self.tail
         )
         """Clients and notify listener per event loop (:mod:`.redis_connections`)."""
+        self.appends = RedisAppendQueue(self, window_options(self.options))
+        """Appends queued for the loop's next pipelined batch while appends come fast (:mod:`.redis_appends`)."""
 
     @property
     def ttl_seconds(self) -> int:
@@ -211,23 +217,43 @@ class RedisStreamManager(BaseStreamManager):
         """Store ``chunks`` (see the base class), then record them in the tail and wake this process's readers."""
         if not chunks:
             return []
-        tail = self.tail
-        if tail.is_enabled:
+        write = self.prepare_append(stream_id, run_id, chunks)
+        token = self.tail.begin_write(stream_id)
+        try:
+            values = await self._write(
+                "append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=write.args)
+            )
+        except BaseException:
+            self.tail.end_write(stream_id, token)  # stored or not: unknown, so nothing is kept
+            raise
+        return self.appended(write, token, values)
+
+    def append_soon(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> asyncio.Future[list[int]]:
+        """Queue ``chunks`` for the loop's next pipelined batch of appends; return the future of their sequences.
+
+        While the loop's appends come slowly each is sent at once in a task of its own, as
+        :meth:`append` (:mod:`.redis_appends`).
+        """
+        return self.appends.submit(stream_id, run_id, chunks)
+
+    def prepare_append(self, stream_id: str, run_id: str, chunks: Sequence[Chunk]) -> PreparedAppend:
+        """Encode ``chunks`` once: the append script's arguments (with a fresh batch id) and what the tail keeps."""
+        if self.tail.is_enabled:
             forms = [stored_form(chunk, _dumps) for chunk in chunks]  # each chunk encoded once
             payloads, kept = [payload for payload, _ in forms], [keep for _, keep in forms]
         else:
             payloads, kept = [_dumps(chunk) for chunk in chunks], []
         args = [run_id, self.ttl_seconds, self.channel, self._notice(stream_id), uuid.uuid4().hex, *payloads]
-        token = tail.begin_write(stream_id)
-        try:
-            values = await self._write("append", lambda s: s.scripts["append"](keys=self.keys(stream_id), args=args))
-        except BaseException:
-            tail.end_write(stream_id, token)  # stored or not: unknown, so nothing is kept
-            raise
+        return PreparedAppend(stream_id, len(chunks), args, kept)
+
+    def appended(self, write: PreparedAppend, token: int, values: Sequence[Any]) -> list[int]:
+        """Record an acknowledged append (the script's reply ``values``) in the tail, wake this process's
+        readers; return its sequences."""
         head = int(values[0])
-        tail.end_write(stream_id, token, _info(stream_id, values[1:]), head - len(chunks) + 1, kept)
-        self.notifier.notify(stream_id, local_only=True)
-        return list(range(head - len(chunks) + 1, head + 1))
+        first = head - write.count + 1
+        self.tail.end_write(write.stream_id, token, _info(write.stream_id, values[1:]), first, write.kept)
+        self.notifier.notify(write.stream_id, local_only=True)
+        return list(range(first, head + 1))
 
     async def _set_status(
         self, stream_id: str, run_id: str, status: str, *, end_status: str = "", error: dict[str, Any] | None = None
