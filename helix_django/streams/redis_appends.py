@@ -108,14 +108,10 @@ class RedisAppendQueue:
 
     async def _drain(self, loop: asyncio.AbstractEventLoop, pending: _Pending) -> None:
         """Send queued appends, a window apart, until none is left."""
-        first = True
         try:
             while pending.queue:
-                wait = pending.window.wait(loop.time())
-                if wait > 0 and not first:  # appends queued during the batch in flight join the next window
-                    await asyncio.sleep(wait)
-                first = False
-                pending.window.start(loop.time())
+                # The first batch: _start ran at the window's end (or at once), so it does not wait.
+                await pending.window.next_batch(loop, opened=False)
                 batch, pending.queue = pending.queue, []
                 await self._send(batch)
         finally:

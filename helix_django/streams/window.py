@@ -15,6 +15,7 @@ and the Redis manager's pipelined append scripts (the same options) use one per 
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 #: The span over which a loop's append rate is counted, in seconds.
@@ -67,3 +68,16 @@ class CommitWindow:
     def start(self, now: float) -> None:
         """Record that a batch starts at ``now``."""
         self.started_at = now
+
+    async def next_batch(self, loop: asyncio.AbstractEventLoop, *, opened: bool) -> None:
+        """Wait for the window's end, then record that a batch starts (a drain task's loop, per batch).
+
+        ``opened``: this batch is the one whose start opened the drain (its window is already
+        recorded): it does not wait. Appends queued while the batch before was in flight so
+        join the next window.
+        """
+        if not opened:
+            wait = self.wait(loop.time())
+            if wait > 0:
+                await asyncio.sleep(wait)
+        self.start(loop.time())

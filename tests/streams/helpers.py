@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import random
+
+from helix_django.streams.reader import ResumableReader
 
 
 def chunk(n: int, run: str = "run_a") -> dict:
@@ -168,3 +171,35 @@ async def live_followers(
         await asyncio.wait_for(reader.caught_up.wait(), seconds)  # the opening reads are done
     await parked(manager, stream_id)
     return readers, got, tasks
+
+
+async def paced_writers(
+    manager, prefix: str, *, streams: int, deltas: int, period: float, seed: int = 7
+) -> dict[str, list[int]]:
+    """``streams`` writers, each appending ``deltas`` one-delta flushes on a clock (one per ``period``
+    seconds, as a provider's deltas come: a commit's wait does not slow them), their offsets spread
+    over the first period; each stream ended after its last flush. Returns each stream's
+    sequences as a live reader of it got them, read to the stream's end.
+    """
+    rng = random.Random(seed)
+    stream_ids = [f"{prefix}_{n}" for n in range(streams)]
+    for stream_id in stream_ids:
+        await manager.claim_stream(stream_id, "run_a", epoch=1)
+
+    async def write(stream_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        start = loop.time() + rng.random() * period
+        for n in range(deltas):
+            await asyncio.sleep(max(0.0, start + n * period - loop.time()))
+            await manager.append_soon(stream_id, "run_a", [chunk(n)])
+        await manager.end_stream(stream_id, "run_a")
+
+    async def read(stream_id: str) -> list[int]:
+        info = await manager.get_info(stream_id)
+        reader = ResumableReader(manager, stream_id, from_sequence=0, wait_for_live=True, info=info)
+        return [sequence async for sequence, _chunk in reader]
+
+    readers = [asyncio.ensure_future(read(stream_id)) for stream_id in stream_ids]
+    await asyncio.wait_for(asyncio.gather(*(write(stream_id) for stream_id in stream_ids)), 30)
+    got = await asyncio.wait_for(asyncio.gather(*readers), 30)
+    return dict(zip(stream_ids, got, strict=True))

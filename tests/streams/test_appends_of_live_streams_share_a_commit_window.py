@@ -20,14 +20,13 @@ whether or not there is a window).
 from __future__ import annotations
 
 import asyncio
-import random
 import statistics
 import time
 
 import pytest
 
 from helix_django.streams.database import DatabaseStreamManager
-from helix_django.streams.reader import ResumableReader
+from tests.streams.helpers import paced_writers
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,39 +53,12 @@ def recording_transactions(manager: DatabaseStreamManager) -> list[tuple[float, 
     return transactions
 
 
-async def paced_writers(manager: DatabaseStreamManager, prefix: str, deltas: int = DELTAS) -> dict[str, list[int]]:
-    """``STREAMS`` writers, each appending ``DELTAS`` deltas from timers at 50/s, offsets spread; return
-    each stream's sequences as its reader got them (read to the stream's end)."""
-    rng = random.Random(7)
-    streams = [f"{prefix}_{n}" for n in range(STREAMS)]
-    for stream_id in streams:
-        await manager.claim_stream(stream_id, "run_a", epoch=1)
-
-    async def write(stream_id: str) -> None:
-        loop = asyncio.get_running_loop()
-        start = loop.time() + rng.random() * PERIOD_SECONDS
-        for n in range(deltas):  # on a clock, as a provider's deltas come: a commit's wait does not slow them
-            await asyncio.sleep(max(0.0, start + n * PERIOD_SECONDS - loop.time()))
-            await manager.append_soon(stream_id, "run_a", [delta(n)])
-        await manager.end_stream(stream_id, "run_a")
-
-    async def read(stream_id: str) -> list[int]:
-        info = await manager.get_info(stream_id)
-        reader = ResumableReader(manager, stream_id, from_sequence=0, wait_for_live=True, info=info)
-        return [sequence async for sequence, _chunk in reader]
-
-    readers = [asyncio.ensure_future(read(stream_id)) for stream_id in streams]
-    await asyncio.wait_for(asyncio.gather(*(write(stream_id) for stream_id in streams)), 30)
-    got = await asyncio.wait_for(asyncio.gather(*readers), 30)
-    return dict(zip(streams, got, strict=True))
-
-
 async def paced_transactions(options: dict, prefix: str, deltas: int = DELTAS) -> list[tuple[float, int]]:
     """Run the paced writers on a manager with ``options``; return its transactions (time, appends)."""
     manager = DatabaseStreamManager("default", options)
     transactions = recording_transactions(manager)
     try:
-        got = await paced_writers(manager, prefix, deltas)
+        got = await paced_writers(manager, prefix, streams=STREAMS, deltas=deltas, period=PERIOD_SECONDS)
     finally:
         await manager.aclose()
     assert all(sequences == list(range(1, deltas + 1)) for sequences in got.values()), got

@@ -10,16 +10,14 @@ sent at once (``tests/streams/test_loop_rounds_per_lone_append.py``).
 
 from __future__ import annotations
 
-import asyncio
-import random
 import time
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from helix_django.errors import StreamFenceError
-from helix_django.streams.reader import ResumableReader
 from tests.streams.conftest import redis_manager
+from tests.streams.helpers import paced_writers
 
 pytestmark = [pytest.mark.redis]
 
@@ -45,32 +43,6 @@ def recording_batches(manager) -> list[tuple[float, int]]:
     return batches
 
 
-async def paced_writers(manager, deltas: int = DELTAS) -> dict[str, list[int]]:
-    """``STREAMS`` writers appending on a clock at 50/s each; return what each stream's reader got."""
-    rng = random.Random(11)
-    streams = [f"pipe_{n}" for n in range(STREAMS)]
-    for stream_id in streams:
-        await manager.claim_stream(stream_id, "run_a", epoch=1)
-
-    async def write(stream_id: str) -> None:
-        loop = asyncio.get_running_loop()
-        start = loop.time() + rng.random() * PERIOD_SECONDS
-        for n in range(deltas):
-            await asyncio.sleep(max(0.0, start + n * PERIOD_SECONDS - loop.time()))
-            await manager.append_soon(stream_id, "run_a", [delta(n)])
-        await manager.end_stream(stream_id, "run_a")
-
-    async def read(stream_id: str) -> list[int]:
-        info = await manager.get_info(stream_id)
-        reader = ResumableReader(manager, stream_id, from_sequence=0, wait_for_live=True, info=info)
-        return [sequence async for sequence, _chunk in reader]
-
-    readers = [asyncio.ensure_future(read(stream_id)) for stream_id in streams]
-    await asyncio.wait_for(asyncio.gather(*(write(stream_id) for stream_id in streams)), 30)
-    got = await asyncio.wait_for(asyncio.gather(*readers), 30)
-    return dict(zip(streams, got, strict=True))
-
-
 async def stored_sequences(manager, stream_id: str) -> list[int]:
     chunks, _info = await manager.read_after(stream_id, 0)
     return [sequence for sequence, _chunk in chunks]
@@ -80,7 +52,7 @@ async def test_paced_appends_of_twenty_live_streams_go_a_window_apart_and_each_r
     manager = redis_manager(COMMIT_WINDOW_MS=20, COMMIT_WINDOW_RATE=0, TAIL_CHUNKS=0)
     batches = recording_batches(manager)
     try:
-        got = await paced_writers(manager)
+        got = await paced_writers(manager, "pipe", streams=STREAMS, deltas=DELTAS, period=PERIOD_SECONDS, seed=11)
         assert all(sequences == list(range(1, DELTAS + 1)) for sequences in got.values()), got
         assert await stored_sequences(manager, "pipe_3") == list(range(1, DELTAS + 1))
     finally:
@@ -95,7 +67,7 @@ async def test_below_the_rate_each_append_is_sent_at_once():
     manager = redis_manager(COMMIT_WINDOW_MS=20, COMMIT_WINDOW_RATE=100_000)
     batches = recording_batches(manager)
     try:
-        got = await paced_writers(manager)
+        got = await paced_writers(manager, "pipe", streams=STREAMS, deltas=DELTAS, period=PERIOD_SECONDS, seed=11)
     finally:
         await manager.aclose()
     assert all(sequences == list(range(1, DELTAS + 1)) for sequences in got.values())

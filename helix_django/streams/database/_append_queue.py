@@ -155,14 +155,11 @@ class AppendQueue:
         stream of a run whose writer is stuck (the disk-full fault's lost chunks,
         ``tests/streams/test_appends_never_wait_behind_a_failed_batchs_retries.py``).
         """
-        first = True  # its window started with the _drain_now that started this task
+        opened = True  # its window started with the _drain_now that started this task
         try:
             while pending.queue:
-                wait = pending.window.wait(loop.time())
-                if wait > 0 and not first:  # appends queued during the commit in flight join the next window
-                    await asyncio.sleep(wait)
-                first = False
-                pending.window.start(loop.time())
+                await pending.window.next_batch(loop, opened=opened)
+                opened = False
                 batch, pending.queue = pending.queue, []
                 requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
                 try:
