@@ -1,33 +1,38 @@
 """Cross-process stream wake-ups through the Channels layer.
 
 With the in-memory channel layer (one process) nothing is sent. With a shared layer
-(``channels_redis``), every notify is published to the group of the stream, and each
-process listens on one channel of its own (per event loop), added to the groups of the
-streams its readers park on, and wakes its local waiters.
+(``channels_redis``) every process listens on one channel of its own per event loop,
+added to one group, :data:`GROUP`, and wakes its local waiters of the streams a message
+names.
+
+Publishing is batched per event loop: the notifies of one loop turn (the streams one group
+commit wrote) leave as one message, and while a send is in flight later notifies gather
+for the next one. Under load a process so sends about one message per commit window
+(:mod:`helix_django.streams.window`), whatever the number of live streams, instead of one
+per flush; each layer message costs channels_redis four Redis round trips to send and a
+blocking pop to receive.
 
 Each message carries the publishing broadcaster's origin token. A process ignores its own
 messages (its notify woke its readers when it wrote). For another process's message it
-first calls ``forget(stream_id)`` (the database manager drops its tail entry of that
-stream, so a reader is never answered from chunks this process wrote before the other
-process's write), then wakes its readers. A confirmed join and a layer outage forget too:
-messages may have been missed before them. :meth:`ChannelLayerBroadcaster.hears` tells
-whether the running loop's channel is in a stream's group (a confirmed join not yet
-left): only then does every later write of another process reach it.
+first calls ``forget(stream_id)`` for each stream named (the database manager drops its
+tail entry, so a reader is never answered from chunks this process wrote before the other
+process's write), then wakes that stream's readers. A confirmed join and a layer outage
+drop the whole tail (``forget_all``) and wake every reader: messages may have been missed
+before them. :meth:`ChannelLayerBroadcaster.hears` tells whether the running loop's
+channel is in the group (a confirmed join, no outage since): only then does every later
+write of another process reach it.
 
-A process joins a stream's group when a first reader parks on it and leaves it
-``LINGER_SECONDS`` after the last one went away, so a reader that re-subscribes on every
-chunk costs no layer round trip. Once a join is confirmed the stream's local readers are
-woken to re-read, which covers a write published while the join was in flight. A lost
-message (a full channel) costs a reader at most the fail-safe wait of ResumableReader.
+A listener re-adds its channel to the group every ``refresh_seconds`` (at most half the
+layer's ``group_expiry``), so its membership never expires while the process lives; a
+process that ends leaves the group in :meth:`ChannelLayerBroadcaster.aclose`, and one that
+is killed is dropped by channels_redis after ``group_expiry``. A lost message (a full
+channel) costs a reader at most the fail-safe wait of ResumableReader.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import re
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -42,29 +47,25 @@ from helix_django.streams.notify import StreamNotifier
 
 logger = logging.getLogger(__name__)
 
-MESSAGE_TYPE = "helix.stream.changed"
-_GROUP_SAFE = re.compile(r"^[A-Za-z0-9_.-]{1,60}$")
+MESSAGE_TYPE = "helix.streams.changed"
+GROUP = "helix.streams"
+"""The Channels group every listening process's channel is in."""
 
-
-def group_name(stream_id: str) -> str:
-    """Return the Channels group of ``stream_id`` (a valid group name for any stream id)."""
-    if _GROUP_SAFE.match(stream_id):
-        return f"helix.stream.{stream_id}"
-    return f"helix.stream.h{hashlib.sha256(stream_id.encode()).hexdigest()[:40]}"
+REFRESH_SECONDS = 300.0
+OUTAGE_PAUSE_SECONDS = 1.0
 
 
 class _LoopListener:
-    """One process channel on one event loop: receives notifies for the groups it joined."""
+    """One process channel on one event loop, in :data:`GROUP`: wakes the readers of the streams a message names."""
 
     def __init__(self, broadcaster: ChannelLayerBroadcaster, loop: asyncio.AbstractEventLoop) -> None:
         self.broadcaster = broadcaster
         self.loop = loop
         self.channel: str | None = None
         self.ready = asyncio.Event()
-        self.waiting: dict[str, int] = {}
-        self.joined: dict[str, float] = {}
-        self.heard: set[str] = set()
-        """Streams whose group this channel is in (confirmed joins): their messages reach it."""
+        """Set once the channel is in the group (the first join confirmed)."""
+        self.hearing = False
+        """Whether the channel is in the group with no outage since: every other process's write reaches it."""
         self.task = loop.create_task(ends_when_cancelled(self._receive))
 
     async def _receive(self) -> None:
@@ -77,68 +78,87 @@ class _LoopListener:
                     # whichever receive() holds its lock blocks on that prefix's list only, so a
                     # channel of its own prefix would wait behind any consumer's receive.
                     self.channel = await layer.new_channel()
-                    self.ready.set()
+                if not self.hearing:
+                    await self._join()
                 message = await layer.receive(self.channel)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a layer outage must not end the listener
                 if cancel_requested():  # the layer turned our cancel into its own error
                     raise asyncio.CancelledError from exc
-                logger.warning("channel layer receive failed: %s", type(exc).__name__)
-                self.joined.clear()
-                self.heard.clear()
-                self.broadcaster.notifier_wake_all()
-                await asyncio.sleep(1.0)
+                logger.warning("channel layer call failed: %s", type(exc).__name__)
+                self.hearing = False
+                self.broadcaster.wake_all()
+                await asyncio.sleep(OUTAGE_PAUSE_SECONDS)
                 continue
-            if message.get("type") == MESSAGE_TYPE and message.get("origin") != self.broadcaster.origin:
-                self.broadcaster.forget(message["stream"])
-                self.broadcaster.notifier.notify(message["stream"], local_only=True)
+            self.broadcaster.heard(message)
 
-    async def join(self, stream_id: str) -> None:
-        await self.ready.wait()
+    async def _join(self) -> None:
+        """Add the channel to the group, then drop the tail and wake every reader (a re-read covers the gap)."""
+        await self.broadcaster.layer.group_add(GROUP, self.channel)
+        self.hearing = True
+        self.ready.set()
+        self.broadcaster.wake_all()
+        self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
+
+    def _refresh(self) -> None:
+        """Re-add the channel (channels_redis drops a member older than ``group_expiry``)."""
+        if self.task.done() or self.channel is None:
+            return
+        self.broadcaster.spawn(self.loop, self.broadcaster.layer.group_add(GROUP, self.channel))
+        self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
+
+
+class _LoopPublisher:
+    """The streams one event loop wrote since its last message, and the one send in flight."""
+
+    def __init__(self, broadcaster: ChannelLayerBroadcaster, loop: asyncio.AbstractEventLoop) -> None:
+        self.broadcaster = broadcaster
+        self.loop = loop
+        self.pending: dict[str, None] = {}
+        self.sending = False
+
+    def add(self, stream_id: str) -> None:
+        self.pending[stream_id] = None
+        if not self.sending:
+            self.sending = True
+            # After this loop turn: every notify of one group commit joins the same message.
+            self.loop.call_soon(self.broadcaster.spawn, self.loop, self._send())
+
+    async def _send(self) -> None:
         try:
-            await self.broadcaster.layer.group_add(group_name(stream_id), self.channel)
-        except Exception as exc:  # noqa: BLE001
-            logger.warning("channel layer group_add failed: %s", type(exc).__name__)
-            self.joined.pop(stream_id, None)
-        else:
-            if stream_id in self.joined:
-                self.heard.add(stream_id)
-        # Anything published before the join completed is caught by a re-read.
-        self.broadcaster.forget(stream_id)
-        self.broadcaster.notifier.notify(stream_id, local_only=True)
-
-    def leave_later(self, stream_id: str) -> None:
-        self.loop.call_later(self.broadcaster.linger_seconds, self._leave_if_idle, stream_id)
-
-    def _leave_if_idle(self, stream_id: str) -> None:
-        joined_at = self.joined.get(stream_id)
-        if self.waiting.get(stream_id) or joined_at is None:
-            return
-        if time.monotonic() - joined_at < self.broadcaster.linger_seconds:
-            return
-        del self.joined[stream_id]
-        self.heard.discard(stream_id)
-        self.broadcaster.spawn(self.loop, self.broadcaster.layer.group_discard(group_name(stream_id), self.channel))
+            while self.pending:
+                streams, self.pending = list(self.pending), {}
+                try:
+                    await self.broadcaster.layer.group_send(GROUP, self.broadcaster.message(streams))
+                except Exception as exc:  # noqa: BLE001 - a reader elsewhere falls back on its fail-safe wait
+                    logger.warning("channel layer group_send failed: %s", type(exc).__name__)
+        finally:
+            self.sending = False
 
 
 class ChannelLayerBroadcaster:
-    """``notifier.remote``: publishes notifies to stream groups and wakes local waiters on receipt.
+    """``notifier.remote``: publishes notifies to :data:`GROUP` and wakes local waiters on receipt.
 
     ``publish``/``listen``/``unlisten`` are sync (called by :class:`StreamNotifier`) and
-    schedule layer calls on the running loop. ``forget(stream_id)`` is called before local
-    waiters are woken by another process's message (see the module docstring).
+    schedule layer calls on the running loop. ``forget(stream_id)`` is called before the
+    local waiters of a stream another process wrote are woken; ``forget_all()`` before
+    every waiter is woken after a join or an outage (see the module docstring).
     """
 
-    linger_seconds: float = 60.0
-
-    def __init__(self, notifier: StreamNotifier, layer: Any, forget: Callable[[str], None]) -> None:
+    def __init__(
+        self, notifier: StreamNotifier, layer: Any, forget: Callable[[str], None], forget_all: Callable[[], None]
+    ) -> None:
         self.notifier = notifier
         self.layer = layer
         self.forget = forget
+        self.forget_all = forget_all
         self.origin = uuid.uuid4().hex
         """Marks this broadcaster's messages, which it ignores on receipt."""
+        expiry = getattr(layer, "group_expiry", None)
+        self.refresh_seconds = min(REFRESH_SECONDS, expiry / 2) if isinstance(expiry, int | float) else REFRESH_SECONDS
         self._listeners: dict[asyncio.AbstractEventLoop, _LoopListener] = {}
+        self._publishers: dict[asyncio.AbstractEventLoop, _LoopPublisher] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
 
     def spawn(self, loop: asyncio.AbstractEventLoop, coro: Any) -> None:
@@ -151,81 +171,86 @@ class ChannelLayerBroadcaster:
         if not task.cancelled() and task.exception() is not None:
             logger.warning("channel layer call failed: %s", type(task.exception()).__name__)
 
-    def _listener(self, loop: asyncio.AbstractEventLoop) -> _LoopListener:
-        listener = self._listeners.get(loop)
-        if listener is None or listener.task.done():
-            for old in [lp for lp in self._listeners if lp.is_closed()]:
-                del self._listeners[old]
-            listener = self._listeners[loop] = _LoopListener(self, loop)
-        return listener
+    def message(self, streams: list[str]) -> dict[str, Any]:
+        """Return the layer message telling that ``streams`` changed."""
+        return {"type": MESSAGE_TYPE, "streams": streams, "origin": self.origin}
 
-    def notifier_wake_all(self) -> None:
-        """Wake every local waiter (after a lost layer connection)."""
-        with self.notifier._lock:
-            stream_ids = list(self.notifier._waiters)
-        for stream_id in stream_ids:
+    def heard(self, message: dict[str, Any]) -> None:
+        """Handle a message received on a listener's channel: another process's streams are re-read."""
+        if message.get("type") != MESSAGE_TYPE or message.get("origin") == self.origin:
+            return
+        for stream_id in message.get("streams", ()):
             self.forget(stream_id)
             self.notifier.notify(stream_id, local_only=True)
 
+    def wake_all(self) -> None:
+        """Drop the whole tail and wake every local waiter (after a join or a lost layer connection)."""
+        self.forget_all()
+        with self.notifier._lock:
+            stream_ids = list(self.notifier._waiters)
+        for stream_id in stream_ids:
+            self.notifier.notify(stream_id, local_only=True)
+
     def publish(self, stream_id: str) -> None:
-        """Send a wake-up for ``stream_id`` to every process listening on it."""
-        message = {"type": MESSAGE_TYPE, "stream": stream_id, "origin": self.origin}
+        """Tell every other listening process that ``stream_id`` changed (batched per event loop)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            async_to_sync(self.layer.group_send)(group_name(stream_id), message)
+            async_to_sync(self.layer.group_send)(GROUP, self.message([stream_id]))
             return
-        self.spawn(loop, self.layer.group_send(group_name(stream_id), message))
+        publisher = self._publishers.get(loop)
+        if publisher is None:
+            for old in [lp for lp in self._publishers if lp.is_closed()]:
+                del self._publishers[old]
+            publisher = self._publishers[loop] = _LoopPublisher(self, loop)
+        publisher.add(stream_id)
 
     def hears(self, stream_id: str) -> bool:
-        """Whether this loop's channel is in ``stream_id``'s group: another process's write of it will be told."""
+        """Whether another process's write of ``stream_id`` will be told here: this loop's channel is in the group."""
         try:
             listener = self._listeners.get(asyncio.get_running_loop())
         except RuntimeError:
             return False
-        return listener is not None and stream_id in listener.heard
+        return listener is not None and listener.hearing
 
     def listen(self, stream_id: str) -> None:
-        """Count a local waiter on ``stream_id``; join its group if not joined yet."""
-        listener = self._listener(asyncio.get_running_loop())
-        listener.waiting[stream_id] = listener.waiting.get(stream_id, 0) + 1
-        if stream_id not in listener.joined:
-            listener.joined[stream_id] = time.monotonic()
-            self.spawn(listener.loop, listener.join(stream_id))
-        else:
-            listener.joined[stream_id] = time.monotonic()
+        """Start the running loop's listener if it has none (a reader parks on ``stream_id``)."""
+        loop = asyncio.get_running_loop()
+        listener = self._listeners.get(loop)
+        if listener is None or listener.task.done():
+            for old in [lp for lp in self._listeners if lp.is_closed()]:
+                del self._listeners[old]
+            self._listeners[loop] = _LoopListener(self, loop)
 
     def unlisten(self, stream_id: str) -> None:
-        """Forget a local waiter; leave the group after ``linger_seconds`` without waiters."""
-        try:
-            listener = self._listeners.get(asyncio.get_running_loop())
-        except RuntimeError:
-            return
-        if listener is None:
-            return
-        count = listener.waiting.get(stream_id, 0)
-        if count > 1:
-            listener.waiting[stream_id] = count - 1
-        elif count == 1:
-            del listener.waiting[stream_id]
-            listener.leave_later(stream_id)
+        """A reader stopped waiting on ``stream_id``: nothing to do, the loop's channel stays in the group."""
 
     async def aclose(self) -> None:
-        """Stop this loop's listener (tests; process shutdown)."""
-        listener = self._listeners.pop(asyncio.get_running_loop(), None)
+        """Stop this loop's listener and take its channel out of the group (tests; process shutdown)."""
+        loop = asyncio.get_running_loop()
+        listener = self._listeners.pop(loop, None)
+        publisher = self._publishers.pop(loop, None)
+        if publisher is not None and publisher.pending:
+            await publisher._send()
         if listener is not None:
             listener.task.cancel()
+            if listener.channel is not None:
+                try:
+                    await self.layer.group_discard(GROUP, listener.channel)
+                except Exception as exc:  # noqa: BLE001 - channels_redis drops it after group_expiry
+                    logger.warning("channel layer group_discard failed: %s", type(exc).__name__)
             await asyncio.wait([listener.task, *self._tasks], timeout=2)
 
 
-def attach_broadcast(manager: BaseStreamManager, forget: Callable[[str], None]) -> None:
+def attach_broadcast(manager: BaseStreamManager, forget: Callable[[str], None], forget_all: Callable[[], None]) -> None:
     """Give ``manager`` a cross-process broadcaster when the channel layer spans processes.
 
     Uses ``HELIX["CHANNEL_LAYER"]`` (a ``CHANNEL_LAYERS`` alias). No-op without a layer or
     with the in-memory layer (one process). ``forget``: called with a stream id before
-    another process's write of it wakes this process's readers.
+    another process's write of it wakes this process's readers; ``forget_all``: before every
+    reader is woken after a join or an outage.
     """
     layer = get_channel_layer(helix_settings.CHANNEL_LAYER)
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
-    manager.notifier.remote = ChannelLayerBroadcaster(manager.notifier, layer, forget)
+    manager.notifier.remote = ChannelLayerBroadcaster(manager.notifier, layer, forget, forget_all)

@@ -77,15 +77,22 @@ async def test_the_result_and_errors_of_the_work_pass_through():
 
 
 def listener_on(layer) -> _LoopListener:
-    broadcaster = SimpleNamespace(layer=layer, notifier_wake_all=lambda: None, notifier=None)
+    broadcaster = SimpleNamespace(layer=layer, wake_all=lambda: None, refresh_seconds=300.0, heard=lambda _m: None)
     return _LoopListener(broadcaster, asyncio.get_running_loop())
 
 
-class DropsFirstCancelLayer(DropsFirstCancel):
-    """A channel layer whose receive drops the first cancel (channels_redis on redis-py 8, Python 3.11)."""
+class GroupOfOne:
+    """The layer calls a listener makes before it receives: one channel, added to one group."""
 
     async def new_channel(self) -> str:
         return "listener-channel"
+
+    async def group_add(self, group: str, channel: str) -> None:
+        return None
+
+
+class DropsFirstCancelLayer(GroupOfOne, DropsFirstCancel):
+    """A channel layer whose receive drops the first cancel (channels_redis on redis-py 8, Python 3.11)."""
 
     async def receive(self, channel: str) -> dict:
         return await self.block()
@@ -101,14 +108,11 @@ async def test_the_channel_layer_listener_ends_when_its_layer_drops_the_cancel()
     assert listener.task.cancelled() and layer.dropped == 1 and layer.calls == 1
 
 
-class CutByCancelLayer:
+class CutByCancelLayer(GroupOfOne):
     """A channel layer whose receive, once cancelled, raises ConnectionError as a cut Redis read does."""
 
     def __init__(self) -> None:
         self.receives = 0
-
-    async def new_channel(self) -> str:
-        return "listener-channel"
 
     async def receive(self, channel: str) -> dict:
         self.receives += 1

@@ -12,7 +12,7 @@ import uuid
 import pytest
 from django.test import override_settings
 
-from helix_django.streams.broadcast import ChannelLayerBroadcaster, group_name
+from helix_django.streams.broadcast import GROUP, ChannelLayerBroadcaster
 from helix_django.streams.database import DatabaseStreamManager
 from tests.conftest import redis_url
 from tests.live import REPO_ROOT, database_env
@@ -22,13 +22,6 @@ from tests.streams.helpers import chunk, collect, parked
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
 TIMEOUT = 10
-
-
-def test_group_names_are_valid_for_any_stream_id():
-    assert group_name("sess_01HZX") == "helix.stream.sess_01HZX"
-    odd = group_name("a b/c{d}" * 20)
-    assert odd.startswith("helix.stream.h")
-    assert len(odd) < 100
 
 
 async def test_in_memory_layer_attaches_nothing():
@@ -57,20 +50,106 @@ async def test_reader_of_another_manager_wakes_through_the_redis_layer():
             await follower.notifier.remote.aclose()
 
 
-async def test_a_waiter_released_twice_drops_the_process_listen_count_once():
+class CountedSends:
+    """Counts the group sends of a real channels_redis layer (each still goes to Redis)."""
+
+    def __init__(self, layer) -> None:
+        self.layer = layer
+        self.sent: list[dict] = []
+        self._send = layer.group_send
+        layer.group_send = self.group_send
+
+    async def group_send(self, group: str, message: dict) -> None:
+        self.sent.append(message)
+        await self._send(group, message)
+
+
+async def listening(manager: DatabaseStreamManager) -> None:
+    """Wait until the manager's loop channel is in the group (AssertionError after 2 s)."""
+    for _ in range(200):
+        listeners = list(manager.notifier.remote._listeners.values())
+        if listeners and all(listener.hearing for listener in listeners):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the layer listener never joined")
+
+
+async def test_the_writes_of_one_commit_leave_as_one_layer_message_and_wake_every_reader():
+    streams = [f"s{n}" for n in range(40)]
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        writer = DatabaseStreamManager("default", {})
+        follower = DatabaseStreamManager("default", {})
+        sends = CountedSends(writer.notifier.remote.layer)
+        try:
+            for stream_id in streams:
+                await writer.claim_stream(stream_id, "run_a", epoch=1)
+            readers = []
+            for stream_id in streams:
+                reader = await follower.create_resumable_reader(stream_id, wait_for_live=True)
+                reader.fail_safe_seconds = 3600
+                readers.append(asyncio.ensure_future(collect(reader)))
+            for stream_id in streams:
+                await parked(follower, stream_id)
+            await listening(follower)
+            await asyncio.sleep(0.1)  # the claims' messages are out
+            sends.sent.clear()
+
+            # One append per stream, all at once: they share a group commit (or two).
+            await asyncio.gather(*(writer.append(s, "run_a", [chunk(1)]) for s in streams))
+            await asyncio.sleep(0.1)
+            named = [stream for message in sends.sent for stream in message["streams"]]
+            assert sorted(set(named)) == sorted(streams)
+            assert len(sends.sent) <= 3, f"{len(sends.sent)} layer messages for one commit of {len(streams)} streams"
+
+            for stream_id in streams:
+                await writer.end_stream(stream_id, "run_a")
+            got = await asyncio.wait_for(asyncio.gather(*readers), TIMEOUT)
+            assert all([s for s, _c in chunks] == [1] for chunks in got)
+        finally:
+            await writer.notifier.remote.aclose()
+            await follower.notifier.remote.aclose()
+
+
+async def test_a_listener_stays_in_the_group_past_the_layers_group_expiry():
+    layers = redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")
+    layers["default"]["CONFIG"]["group_expiry"] = 2  # channels_redis drops a member older than this
+    with override_settings(CHANNEL_LAYERS=layers):
+        writer = DatabaseStreamManager("default", {})
+        follower = DatabaseStreamManager("default", {})
+        try:
+            assert follower.notifier.remote.refresh_seconds == 1
+            reader = await follower.create_resumable_reader("s1", wait_for_live=True)
+            reader.fail_safe_seconds = 3600
+            task = asyncio.ensure_future(collect(reader))
+            await parked(follower, "s1")
+            await listening(follower)
+            await asyncio.sleep(3.5)  # past the group expiry of the first join
+
+            started = time.monotonic()
+            await writer.claim_stream("s1", "run_a", epoch=1)
+            await writer.append("s1", "run_a", [chunk(1)])
+            await writer.end_stream("s1", "run_a")
+            assert [s for s, _c in await asyncio.wait_for(task, TIMEOUT)] == [1]
+            assert time.monotonic() - started < 3
+        finally:
+            await writer.notifier.remote.aclose()
+            await follower.notifier.remote.aclose()
+
+
+async def test_a_closed_broadcaster_takes_its_channel_out_of_the_group():
     with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
         manager = DatabaseStreamManager("default", {})
-        try:
-            first, second = manager.subscribe("s1"), manager.subscribe("s1")
-            listener = manager.notifier.remote._listeners[asyncio.get_running_loop()]
-            assert listener.waiting.get("s1") == 2
-            first.cancel()
-            first.cancel()  # e.g. a wait that ended, then an explicit cancel
-            assert listener.waiting.get("s1") == 1  # the other waiter keeps the process listening
-            second.cancel()
-            assert not listener.waiting.get("s1")
-        finally:
-            await manager.notifier.remote.aclose()
+        remote = manager.notifier.remote
+        waiter = manager.subscribe("s1")
+        await listening(manager)
+        channel = next(iter(remote._listeners.values())).channel
+        layer = remote.layer
+        members = await layer.connection(layer.consistent_hash(GROUP)).zrange(layer._group_key(GROUP), 0, -1)
+        assert channel.encode() in members
+        waiter.cancel()
+        await remote.aclose()
+        members = await layer.connection(layer.consistent_hash(GROUP)).zrange(layer._group_key(GROUP), 0, -1)
+        assert channel.encode() not in members
 
 
 WRITER = textwrap.dedent(
@@ -102,12 +181,7 @@ async def test_a_write_in_another_process_wakes_a_parked_reader():
             reader.fail_safe_seconds = 3600
             task = asyncio.ensure_future(collect(reader))
             await parked(follower, "s1")
-            # The join of the stream's group is confirmed before the other process writes.
-            listener = next(iter(follower.notifier.remote._listeners.values()))
-            for _ in range(200):
-                if listener.ready.is_set() and not follower.notifier.remote._tasks:
-                    break
-                await asyncio.sleep(0.01)
+            await listening(follower)  # the join is confirmed before the other process writes
             env = {
                 **os.environ,
                 **database_env(),

@@ -75,7 +75,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self.appends = AppendQueue(self, window_options(options))
         """Appends queued for the next group commit, per event loop (:mod:`._append_queue`)."""
         self.transactions = DatabaseTransactions(self)
-        attach_broadcast(self, forget=self.tail.forget)
+        attach_broadcast(self, forget=self.tail.forget, forget_all=self.tail.clear)
 
     # --- reads on the ORM's thread (its writes: _writes.py) ---------------------------
 
