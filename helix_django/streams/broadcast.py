@@ -122,8 +122,8 @@ class _LoopPublisher:
         self.pending[stream_id] = None
         if not self.sending:
             self.sending = True
-            # After this loop turn: every notify of one group commit joins the same message.
-            self.loop.call_soon(self.broadcaster.spawn, self.loop, self._send())
+            # The task first runs after this loop turn: every notify of one group commit joins its message.
+            self.broadcaster.spawn(self.loop, self._send())
 
     async def _send(self) -> None:
         try:
