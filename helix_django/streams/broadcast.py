@@ -66,6 +66,7 @@ class _LoopListener:
         """Set once the channel is in the group (the first join confirmed)."""
         self.hearing = False
         """Whether the channel is in the group with no outage since: every other process's write reaches it."""
+        self.refresh: asyncio.TimerHandle | None = None
         self.task = loop.create_task(ends_when_cancelled(self._receive))
 
     async def _receive(self) -> None:
@@ -99,14 +100,20 @@ class _LoopListener:
         self.hearing = True
         self.ready.set()
         self.broadcaster.wake_all()
-        self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
+        self._refresh_later()
+
+    def _refresh_later(self) -> None:
+        if self.refresh is not None:
+            self.refresh.cancel()  # a rejoin after an outage starts the one timer anew
+        self.refresh = self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
 
     def _refresh(self) -> None:
         """Re-add the channel (channels_redis drops a member older than ``group_expiry``)."""
+        self.refresh = None
         if self.task.done() or self.channel is None:
             return
         self.broadcaster.spawn(self.loop, self.broadcaster.layer.group_add(GROUP, self.channel))
-        self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
+        self._refresh_later()
 
 
 class _LoopPublisher:
@@ -234,6 +241,8 @@ class ChannelLayerBroadcaster:
             await publisher._send()
         if listener is not None:
             listener.task.cancel()
+            if listener.refresh is not None:
+                listener.refresh.cancel()
             if listener.channel is not None:
                 try:
                     await self.layer.group_discard(GROUP, listener.channel)

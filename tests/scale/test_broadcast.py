@@ -196,3 +196,40 @@ async def test_a_write_in_another_process_wakes_a_parked_reader():
             assert [(s, c["delta"]) for s, c in got] == [(1, "p1 "), (2, "p2 "), (3, "p3 ")]
         finally:
             await follower.notifier.remote.aclose()
+
+
+async def test_a_listener_cut_from_redis_rejoins_and_wakes_readers_again_with_one_refresh_timer():
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        writer = DatabaseStreamManager("default", {})
+        follower = DatabaseStreamManager("default", {})
+        remote = follower.notifier.remote
+        try:
+            held = follower.subscribe("s0")  # a parked reader starts the listener
+            await listening(follower)
+            listener = next(iter(remote._listeners.values()))
+            await asyncio.sleep(0.1)  # its receive is blocked in Redis
+            # Cut the layer's connections, the blocked receive's included, as a network cut does.
+            await remote.layer.connection(0).connection_pool.disconnect(inuse_connections=True)
+            for _ in range(300):
+                if not listener.hearing:
+                    break
+                await asyncio.sleep(0.01)
+            assert not listener.hearing, "the cut went unnoticed"
+            await listening(follower)  # rejoined after the outage pause
+
+            reader = await follower.create_resumable_reader("s1", wait_for_live=True)
+            reader.fail_safe_seconds = 3600
+            task = asyncio.ensure_future(collect(reader))
+            await parked(follower, "s1")
+            await writer.claim_stream("s1", "run_a", epoch=1)
+            await writer.append("s1", "run_a", [chunk(1)])
+            await writer.end_stream("s1", "run_a")
+            assert [s for s, _c in await asyncio.wait_for(task, TIMEOUT)] == [1]
+
+            loop = asyncio.get_running_loop()
+            timers = [h for h in loop._scheduled if not h.cancelled() and h._callback == listener._refresh]
+            assert len(timers) == 1  # the rejoin restarted the one refresh timer, not a second one
+            held.cancel()
+        finally:
+            await writer.notifier.remote.aclose()
+            await remote.aclose()
