@@ -10,7 +10,8 @@ commit wrote) leave as one message, and while a send is in flight later notifies
 for the next one. Under load a process so sends about one message per commit window
 (:mod:`helix_django.streams.window`), whatever the number of live streams, instead of one
 per flush; each layer message costs channels_redis four Redis round trips to send and a
-blocking pop to receive.
+blocking pop to receive. A loop that ends (``asyncio.run``, each ``async_to_sync`` call of
+sync code) cancels its send task, which still sends what the loop wrote before it ends.
 
 Each message carries the publishing broadcaster's origin token. A process ignores its own
 messages (its notify woke its readers when it wrote). For another process's message it
@@ -126,15 +127,29 @@ class _LoopPublisher:
             self.broadcaster.spawn(self.loop, self._send())
 
     async def _send(self) -> None:
+        streams: list[str] = []
         try:
             while self.pending:
                 streams, self.pending = list(self.pending), {}
-                try:
-                    await self.broadcaster.layer.group_send(GROUP, self.broadcaster.message(streams))
-                except Exception as exc:  # noqa: BLE001 - a reader elsewhere falls back on its fail-safe wait
-                    logger.warning("channel layer group_send failed: %s", type(exc).__name__)
+                await self._group_send(streams)
+                streams = []
+        except asyncio.CancelledError:
+            # The loop is ending: asyncio.run and async_to_sync (sync code: management commands,
+            # task workers) cancel the tasks left when their coroutine returns, and still run the
+            # loop until those tasks end. Nothing else cancels a send: the streams the loop wrote
+            # (the batch cut short, and any gathered since) leave before the task ends.
+            rest, self.pending = [*streams, *self.pending], {}
+            if rest:
+                await self._group_send(rest)
+            raise
         finally:
             self.sending = False
+
+    async def _group_send(self, streams: list[str]) -> None:
+        try:
+            await self.broadcaster.layer.group_send(GROUP, self.broadcaster.message(streams))
+        except Exception as exc:  # noqa: BLE001 - a reader elsewhere falls back on its fail-safe wait
+            logger.warning("channel layer group_send failed: %s", type(exc).__name__)
 
 
 class ChannelLayerBroadcaster:

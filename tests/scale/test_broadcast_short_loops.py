@@ -1,0 +1,50 @@
+"""Cross-process wake-ups when the writing or reading event loop is short-lived.
+
+Sync code (a management command, a task worker) calls the stream manager through
+``async_to_sync``: each call runs on an event loop of its own that ends with the call.
+Two DatabaseStreamManager instances stand for two processes, on a channels_redis layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.test import override_settings
+
+from helix_django.streams.database import DatabaseStreamManager
+from tests.scale.settings import redis_channel_layer
+from tests.scale.test_broadcast import listening
+from tests.streams.helpers import chunk, collect, parked
+
+pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
+
+TIMEOUT = 10
+
+
+async def test_a_write_made_through_async_to_sync_wakes_a_reader_of_another_process():
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        writer = DatabaseStreamManager("default", {})
+        follower = DatabaseStreamManager("default", {})
+        try:
+            reader = await follower.create_resumable_reader("s1", wait_for_live=True)
+            reader.fail_safe_seconds = 3600
+            task = asyncio.ensure_future(collect(reader))
+            await parked(follower, "s1")
+            await listening(follower)
+
+            def write_like_a_command() -> None:  # each call: a loop of its own, closed when it returns
+                async_to_sync(writer.claim_stream)("s1", "run_a", epoch=1)
+                async_to_sync(writer.append)("s1", "run_a", [chunk(1), chunk(2)])
+                async_to_sync(writer.end_stream)("s1", "run_a")
+
+            started = time.monotonic()
+            await asyncio.to_thread(write_like_a_command)
+            got = await asyncio.wait_for(task, TIMEOUT)
+            assert [s for s, _c in got] == [1, 2]
+            assert time.monotonic() - started < 3, "the reader waited for a wake-up the writer never sent"
+        finally:
+            await follower.notifier.remote.aclose()
