@@ -67,7 +67,24 @@ class _LoopListener:
         """Set once the channel is in the group (the first join confirmed)."""
         self.hearing = False
         """Whether the channel is in the group with no outage since: every other process's write reaches it."""
-        self.task = loop.create_task(ends_when_cancelled(self._receive))
+        self.task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        """Listen until cancelled (:meth:`ChannelLayerBroadcaster.aclose`, or the loop ending), then leave the group.
+
+        A loop that ends (``asyncio.run``, an ``async_to_sync`` call) cancels this task once and
+        runs the loop until it ends: a member left behind would stay for the layer's
+        ``group_expiry`` and take a copy of every process's messages.
+        """
+        try:
+            await ends_when_cancelled(self._receive)
+        finally:
+            if self.channel is not None:
+                self.hearing = False
+                try:
+                    await self.broadcaster.layer.group_discard(GROUP, self.channel)
+                except Exception as exc:  # noqa: BLE001 - channels_redis drops it after group_expiry
+                    logger.warning("channel layer group_discard failed: %s", type(exc).__name__)
 
     async def _receive(self) -> None:
         layer = self.broadcaster.layer
@@ -248,12 +265,7 @@ class ChannelLayerBroadcaster:
         if publisher is not None and publisher.pending:
             await publisher._send()
         if listener is not None:
-            listener.task.cancel()
-            if listener.channel is not None:
-                try:
-                    await self.layer.group_discard(GROUP, listener.channel)
-                except Exception as exc:  # noqa: BLE001 - channels_redis drops it after group_expiry
-                    logger.warning("channel layer group_discard failed: %s", type(exc).__name__)
+            listener.task.cancel()  # the task takes its channel out of the group as it ends
             await asyncio.wait([listener.task, *self._tasks], timeout=2)
 
 

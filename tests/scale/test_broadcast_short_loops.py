@@ -15,6 +15,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.test import override_settings
 
+from helix_django.streams.broadcast import GROUP
 from helix_django.streams.database import DatabaseStreamManager
 from tests.scale.settings import redis_channel_layer
 from tests.scale.test_broadcast import listening
@@ -48,3 +49,30 @@ async def test_a_write_made_through_async_to_sync_wakes_a_reader_of_another_proc
             assert time.monotonic() - started < 3, "the reader waited for a wake-up the writer never sent"
         finally:
             await follower.notifier.remote.aclose()
+
+
+async def group_members(layer) -> list[bytes]:
+    return await layer.connection(layer.consistent_hash(GROUP)).zrange(layer._group_key(GROUP), 0, -1)
+
+
+async def test_a_listener_whose_loop_ends_takes_its_channel_out_of_the_group():
+    """A reader parked from sync code (each call its own loop) leaves no dead channel in the group.
+
+    channels_redis keeps a member for ``group_expiry`` (a day by default), and every later
+    group_send of every process pushes a message to each member's channel.
+    """
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        manager = DatabaseStreamManager("default", {})
+        remote = manager.notifier.remote
+
+        async def wait_a_moment_for_a_write() -> None:
+            waiter = manager.subscribe("s1")
+            await listening(manager)
+            await waiter.wait(timeout=0.05)
+
+        def wait_like_a_command() -> None:
+            for _ in range(3):
+                async_to_sync(wait_a_moment_for_a_write)()
+
+        await asyncio.to_thread(wait_like_a_command)
+        assert await group_members(remote.layer) == []
