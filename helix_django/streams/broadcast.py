@@ -67,6 +67,8 @@ class _LoopListener:
         """Set once the channel is in the group (the first join confirmed)."""
         self.hearing = False
         """Whether the channel is in the group with no outage since: every other process's write reaches it."""
+        self.refresh: asyncio.TimerHandle | None = None
+        """The one pending re-add of the channel (each join replaces it)."""
         self.task = loop.create_task(self._run())
 
     async def _run(self) -> None:
@@ -79,6 +81,8 @@ class _LoopListener:
         try:
             await ends_when_cancelled(self._receive)
         finally:
+            if self.refresh is not None:
+                self.refresh.cancel()
             if self.channel is not None:
                 self.hearing = False
                 try:
@@ -117,14 +121,19 @@ class _LoopListener:
         self.hearing = True
         self.ready.set()
         self.broadcaster.wake_all()
-        self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
+        self._schedule_refresh()
+
+    def _schedule_refresh(self) -> None:
+        if self.refresh is not None:
+            self.refresh.cancel()
+        self.refresh = self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
 
     def _refresh(self) -> None:
         """Re-add the channel (channels_redis drops a member older than ``group_expiry``)."""
         if self.task.done() or self.channel is None:
             return
         self.broadcaster.spawn(self.loop, self.broadcaster.layer.group_add(GROUP, self.channel))
-        self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
+        self._schedule_refresh()
 
 
 class _LoopPublisher:
