@@ -88,3 +88,44 @@ async def test_a_takeover_heard_before_the_old_writers_commit_reply_still_wakes_
         finally:
             await web.notifier.remote.aclose()
             await other.notifier.remote.aclose()
+
+
+async def test_a_takeover_heard_before_the_old_writers_claim_reply_keeps_its_chunks_out_of_the_tail():
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        web = DatabaseStreamManager("default", {})
+        other = DatabaseStreamManager("default", {})
+        try:
+            held_waiter = web.subscribe("s1")  # a parked reader: web's loop listens
+            await listening(web)
+            committed, release = threading.Event(), threading.Event()
+            original = web._claim_and_append_sync
+
+            def claim_and_append(*args):
+                result = original(*args)
+                committed.set()
+                release.wait(TIMEOUT)
+                return result
+
+            web._claim_and_append_sync = claim_and_append
+            claim = asyncio.ensure_future(web.claim_and_append("s1", "run_a", epoch=1, chunks=[chunk(1)]))
+            assert await asyncio.to_thread(committed.wait, TIMEOUT)
+
+            def take_over() -> None:  # on a thread and loop of its own: web's ORM thread is held
+                async_to_sync(other.claim_stream)("s1", "run_b", epoch=2)
+                async_to_sync(other.append)("s1", "run_b", [chunk(2, "run_b")])
+                async_to_sync(other.end_stream)("s1", "run_b")
+
+            await asyncio.to_thread(take_over)
+            await asyncio.sleep(0.5)  # other's messages reached web's listener
+            release.set()
+            await claim
+
+            reader = await web.create_resumable_reader("s1", from_sequence=0)
+            reader.fail_safe_seconds = 3600
+            got = await asyncio.wait_for(collect(reader), TIMEOUT)
+            assert [s for s, _c in got] == [1, 2]
+            assert reader.last_info.status == "ended"
+            held_waiter.cancel()
+        finally:
+            await web.notifier.remote.aclose()
+            await other.notifier.remote.aclose()
