@@ -3,7 +3,8 @@
 With the in-memory channel layer (one process) nothing is sent. With a shared layer
 (``channels_redis``) every process listens on one channel of its own per event loop,
 added to one group, :data:`GROUP`, and wakes its local waiters of the streams a message
-names.
+names. Each loop's listener receives on a layer instance of its own (channels_redis lets
+one loop at a time receive on an instance, and Channels' consumers receive on the shared one).
 
 Publishing is batched per event loop: the notifies of one loop turn (the streams one group
 commit wrote) leave as one message, and while a send is in flight later notifies gather
@@ -33,13 +34,15 @@ channel) costs a reader at most the fail-safe wait of ResumableReader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_layer
 
 from helix_django.conf import helix_settings
 from helix_django.deadlines import cancel_requested, ends_when_cancelled
@@ -59,9 +62,14 @@ OUTAGE_PAUSE_SECONDS = 1.0
 class _LoopListener:
     """One process channel on one event loop, in :data:`GROUP`: wakes the readers of the streams a message names."""
 
-    def __init__(self, broadcaster: ChannelLayerBroadcaster, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, broadcaster: ChannelLayerBroadcaster, loop: asyncio.AbstractEventLoop, layer: Any = None
+    ) -> None:
         self.broadcaster = broadcaster
         self.loop = loop
+        self.layer = broadcaster.layer if layer is None else layer
+        """The layer this listener receives on: channels_redis lets one event loop at a time receive on one
+        layer instance, so each loop's listener has an instance of its own (:meth:`ChannelLayerBroadcaster.listen`)."""
         self.channel: str | None = None
         self.ready = asyncio.Event()
         """Set once the channel is in the group (the first join confirmed)."""
@@ -86,19 +94,20 @@ class _LoopListener:
             if self.channel is not None:
                 self.hearing = False
                 try:
-                    await self.broadcaster.layer.group_discard(GROUP, self.channel)
+                    await self.layer.group_discard(GROUP, self.channel)
                 except Exception as exc:  # noqa: BLE001 - channels_redis drops it after group_expiry
                     logger.warning("channel layer group_discard failed: %s", type(exc).__name__)
+            if self.layer is not self.broadcaster.layer and hasattr(self.layer, "close_pools"):
+                with contextlib.suppress(Exception):  # its loop's close closes them too
+                    await self.layer.close_pools()
 
     async def _receive(self) -> None:
-        layer = self.broadcaster.layer
+        layer = self.layer
         while True:
             try:
                 if self.channel is None:
-                    # The layer's default prefix, the one Channels' consumers use: channels_redis
-                    # serves every process-local channel of one prefix from one Redis list, and
-                    # whichever receive() holds its lock blocks on that prefix's list only, so a
-                    # channel of its own prefix would wait behind any consumer's receive.
+                    # The layer's default prefix: channels_redis serves every process-local channel
+                    # of one instance and prefix from one Redis list, which receive() blocks on.
                     self.channel = await layer.new_channel()
                 if not self.hearing:
                     await self._join()
@@ -117,7 +126,7 @@ class _LoopListener:
 
     async def _join(self) -> None:
         """Add the channel to the group, then drop the tail and wake every reader (a re-read covers the gap)."""
-        await self.broadcaster.layer.group_add(GROUP, self.channel)
+        await self.layer.group_add(GROUP, self.channel)
         self.hearing = True
         self.ready.set()
         self.broadcaster.wake_all()
@@ -132,7 +141,7 @@ class _LoopListener:
         """Re-add the channel (channels_redis drops a member older than ``group_expiry``)."""
         if self.task.done() or self.channel is None:
             return
-        self.broadcaster.spawn(self.loop, self.broadcaster.layer.group_add(GROUP, self.channel))
+        self.broadcaster.spawn(self.loop, self.layer.group_add(GROUP, self.channel))
         self._schedule_refresh()
 
 
@@ -188,10 +197,18 @@ class ChannelLayerBroadcaster:
     """
 
     def __init__(
-        self, notifier: StreamNotifier, layer: Any, forget: Callable[[str], None], forget_all: Callable[[], None]
+        self,
+        notifier: StreamNotifier,
+        layer: Any,
+        forget: Callable[[str], None],
+        forget_all: Callable[[], None],
+        make_layer: Callable[[], Any] | None = None,
     ) -> None:
         self.notifier = notifier
         self.layer = layer
+        """The layer messages are sent on (any loop may send on one instance)."""
+        self.make_layer = make_layer
+        """Makes the layer instance of each loop's listener (None: ``layer`` itself)."""
         self.forget = forget
         self.forget_all = forget_all
         self.origin = uuid.uuid4().hex
@@ -261,7 +278,7 @@ class ChannelLayerBroadcaster:
         if listener is None or listener.task.done():
             for old in [lp for lp in self._listeners if lp.is_closed()]:
                 del self._listeners[old]
-            self._listeners[loop] = _LoopListener(self, loop)
+            self._listeners[loop] = _LoopListener(self, loop, None if self.make_layer is None else self.make_layer())
 
     def unlisten(self, stream_id: str) -> None:
         """A reader stopped waiting on ``stream_id``: nothing to do, the loop's channel stays in the group."""
@@ -289,4 +306,7 @@ def attach_broadcast(manager: BaseStreamManager, forget: Callable[[str], None], 
     layer = get_channel_layer(helix_settings.CHANNEL_LAYER)
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
-    manager.notifier.remote = ChannelLayerBroadcaster(manager.notifier, layer, forget, forget_all)
+    config = copy.deepcopy(channel_layers.configs[helix_settings.CHANNEL_LAYER].get("CONFIG", {}))
+    manager.notifier.remote = ChannelLayerBroadcaster(
+        manager.notifier, layer, forget, forget_all, make_layer=lambda: type(layer)(**config)
+    )

@@ -76,3 +76,45 @@ async def test_a_listener_whose_loop_ends_takes_its_channel_out_of_the_group():
 
         await asyncio.to_thread(wait_like_a_command)
         assert await group_members(remote.layer) == []
+
+
+async def test_readers_parked_on_two_event_loops_of_one_process_are_both_woken_by_another_process(caplog):
+    """A thread of its own (a task worker's, sync code through async_to_sync) parks while the main loop does.
+
+    One channels_redis layer instance lets one event loop at a time receive: the second
+    loop's listener must not fail on it (and wake every reader of the process each time).
+    """
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        writer = DatabaseStreamManager("default", {})
+        follower = DatabaseStreamManager("default", {})
+        try:
+            for stream_id in ("s1", "s2"):
+                await writer.claim_stream(stream_id, "run_a", epoch=1)
+            reader = await follower.create_resumable_reader("s1", from_sequence=0)
+            reader.fail_safe_seconds = 3600
+            task = asyncio.ensure_future(collect(reader))
+            await parked(follower, "s1")
+            await listening(follower)
+
+            async def read_s2() -> list:
+                other = await follower.create_resumable_reader("s2", from_sequence=0)
+                other.fail_safe_seconds = 3600
+                return await asyncio.wait_for(collect(other), TIMEOUT)
+
+            side = asyncio.ensure_future(asyncio.to_thread(async_to_sync(read_s2)))
+            for _ in range(200):
+                if follower.notifier.waiter_count("s2"):
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(1.5)
+            started = time.monotonic()
+            for stream_id in ("s1", "s2"):
+                await writer.append(stream_id, "run_a", [chunk(1)])
+                await writer.end_stream(stream_id, "run_a")
+            assert [s for s, _c in await asyncio.wait_for(task, TIMEOUT)] == [1]
+            assert [s for s, _c in await asyncio.wait_for(side, TIMEOUT)] == [1]
+            assert time.monotonic() - started < 3
+            assert not [r for r in caplog.records if "channel layer" in r.getMessage()]
+        finally:
+            await writer.notifier.remote.aclose()
+            await follower.notifier.remote.aclose()
