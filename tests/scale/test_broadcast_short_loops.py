@@ -8,6 +8,7 @@ Two DatabaseStreamManager instances stand for two processes, on a channels_redis
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 
@@ -118,3 +119,31 @@ async def test_readers_parked_on_two_event_loops_of_one_process_are_both_woken_b
         finally:
             await writer.notifier.remote.aclose()
             await follower.notifier.remote.aclose()
+
+
+async def test_a_listener_on_a_side_loop_leaves_the_shared_layer_to_the_main_loops_consumers():
+    """Channels' consumers receive on the process's shared layer instance from the main loop."""
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
+        manager = DatabaseStreamManager("default", {})
+        shared = manager.notifier.remote.layer
+        side_listening = threading.Event()
+
+        async def park_a_while() -> None:
+            waiter = manager.subscribe("s1")
+            await listening(manager)
+            side_listening.set()
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:  # the join's wake-up ends a wait: park again
+                await waiter.wait(timeout=deadline - time.monotonic())
+                waiter = manager.subscribe("s1")
+            waiter.cancel()
+
+        side = asyncio.ensure_future(asyncio.to_thread(async_to_sync(park_a_while)))
+        try:
+            assert await asyncio.to_thread(side_listening.wait, TIMEOUT)
+            await asyncio.sleep(0.1)  # the side loop's listener is inside receive()
+            channel = await shared.new_channel()
+            await shared.send(channel, {"type": "chat.message", "text": "hi"})
+            assert (await asyncio.wait_for(shared.receive(channel), TIMEOUT))["text"] == "hi"
+        finally:
+            await side
