@@ -11,8 +11,9 @@ commit wrote) leave as one message, and while a send is in flight later notifies
 for the next one. Under load a process so sends about one message per commit window
 (:mod:`helix_django.streams.window`), whatever the number of live streams, instead of one
 per flush; each layer message costs channels_redis four Redis round trips to send and a
-blocking pop to receive. A loop that ends (``asyncio.run``, each ``async_to_sync`` call of
-sync code) cancels its send task, which still sends what the loop wrote before it ends.
+blocking pop to receive. A send that fails is tried again (:data:`SEND_RETRIES`). A loop
+that ends (``asyncio.run``, each ``async_to_sync`` call of sync code) cancels its send
+task, which still sends what the loop wrote before it ends.
 
 Each message carries the publishing broadcaster's origin token. A process ignores its own
 messages (its notify woke its readers when it wrote). For another process's message it
@@ -57,6 +58,8 @@ GROUP = "helix.streams"
 
 REFRESH_SECONDS = 300.0
 OUTAGE_PAUSE_SECONDS = 1.0
+SEND_RETRIES = 5
+"""How many more times a loop's message is sent after a failed send, OUTAGE_PAUSE_SECONDS apart."""
 
 
 class _LoopListener:
@@ -163,10 +166,20 @@ class _LoopPublisher:
 
     async def _send(self) -> None:
         streams: list[str] = []
+        failures = 0
         try:
             while self.pending:
                 streams, self.pending = list(self.pending), {}
-                await self._group_send(streams)
+                if await self._group_send(streams):
+                    failures = 0
+                elif failures < SEND_RETRIES:
+                    # A cut connection (a Redis restart, a network blip): the streams wait, with
+                    # those written meanwhile, for the next try. Past the retries a reader elsewhere
+                    # falls back on its fail-safe wait.
+                    failures += 1
+                    self.pending = {**dict.fromkeys(streams), **self.pending}
+                    streams = []
+                    await asyncio.sleep(OUTAGE_PAUSE_SECONDS)
                 streams = []
         except asyncio.CancelledError:
             # The loop is ending: asyncio.run and async_to_sync (sync code: management commands,
@@ -180,11 +193,14 @@ class _LoopPublisher:
         finally:
             self.sending = False
 
-    async def _group_send(self, streams: list[str]) -> None:
+    async def _group_send(self, streams: list[str]) -> bool:
+        """Send one message naming ``streams``; return whether the layer took it."""
         try:
             await self.broadcaster.layer.group_send(GROUP, self.broadcaster.message(streams))
-        except Exception as exc:  # noqa: BLE001 - a reader elsewhere falls back on its fail-safe wait
+        except Exception as exc:  # noqa: BLE001 - retried by _send, then the fail-safe wait
             logger.warning("channel layer group_send failed: %s", type(exc).__name__)
+            return False
+        return True
 
 
 class ChannelLayerBroadcaster:

@@ -166,3 +166,40 @@ async def test_a_write_made_while_the_readers_layer_is_cut_off_reaches_it_once_t
         await writer.notifier.remote.aclose()
         await follower.notifier.remote.aclose()
         await relay.close()
+
+
+async def test_a_write_whose_layer_message_meets_a_cut_still_wakes_the_reader_of_another_process():
+    """The writer's layer connection is cut while it sends: its message leaves once Redis is back."""
+    prefix = f"helix-test-{uuid.uuid4().hex}"
+    relay = Relay()
+    url = await relay.start()
+    with override_settings(CHANNEL_LAYERS=redis_channel_layer(prefix)):
+        follower = DatabaseStreamManager("default", {})
+    with override_settings(CHANNEL_LAYERS=layer_through(url, prefix)):
+        writer = DatabaseStreamManager("default", {})
+    try:
+        await writer.claim_stream("s1", "run_a", epoch=1)
+        await asyncio.sleep(0.2)  # the claim's message is out: the writer's layer has a connection
+        reader = await follower.create_resumable_reader("s1", from_sequence=0)
+        reader.fail_safe_seconds = 3600
+        task = asyncio.ensure_future(collect(reader))
+        await parked(follower, "s1")
+        await listening(follower)
+        await asyncio.sleep(0.2)  # the join's wake-up was read: the reader is parked again
+        await parked(follower, "s1")
+
+        relay.refusing = True
+        relay.cut()
+        await writer.append("s1", "run_a", [chunk(1)])
+        await writer.end_stream("s1", "run_a")
+        await asyncio.sleep(0.5)  # the sends meet the cut
+        relay.refusing = False
+
+        started = time.monotonic()
+        got = await asyncio.wait_for(task, TIMEOUT)
+        assert [s for s, _c in got] == [1]
+        assert time.monotonic() - started < 4
+    finally:
+        await writer.notifier.remote.aclose()
+        await follower.notifier.remote.aclose()
+        await relay.close()
