@@ -44,7 +44,9 @@ class HeldReply:
             return result
 
         manager._append_many_sync = append_many
-        manager.group.inline = None  # every commit takes the ORM's thread, as on PostgreSQL
+        if manager.group.inline is not None:  # SQLite: every commit takes the ORM's thread, as on PostgreSQL
+            manager.group.inline.close()
+            manager.group.inline = None
 
 
 async def test_a_takeover_heard_before_the_old_writers_commit_reply_still_wakes_its_reader():
