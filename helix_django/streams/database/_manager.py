@@ -210,7 +210,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self, stream_id: str, after: int, *, limit: int = 500
     ) -> tuple[list[StoredChunk], StreamInfo | None]:
         # A caught-up reader is answered from the tail while no other process can write the
-        # stream unannounced: no broadcaster, or this loop is in the stream's group (another
+        # stream unannounced: no broadcaster, or this loop's channel is in the broadcast group (another
         # process's write drops the entry before its message wakes our readers).
         remote = self.notifier.remote
         hit = self.tail.read(stream_id, after, limit, allow_empty=remote is None or remote.hears(stream_id))
