@@ -3,14 +3,17 @@
 With the in-memory channel layer (one process) nothing is sent. With a shared layer
 (``channels_redis``) every process listens on one channel of its own per event loop,
 added to one group, :data:`GROUP`, and wakes its local waiters of the streams a message
-names.
+names. Each loop's listener receives on a layer instance of its own (channels_redis lets
+one loop at a time receive on an instance, and Channels' consumers receive on the shared one).
 
 Publishing is batched per event loop: the notifies of one loop turn (the streams one group
 commit wrote) leave as one message, and while a send is in flight later notifies gather
 for the next one. Under load a process so sends about one message per commit window
 (:mod:`helix_django.streams.window`), whatever the number of live streams, instead of one
 per flush; each layer message costs channels_redis four Redis round trips to send and a
-blocking pop to receive.
+blocking pop to receive. A send that fails is tried again (:data:`SEND_RETRIES`). A loop
+that ends (``asyncio.run``, each ``async_to_sync`` call of sync code) cancels its send
+task, which still sends what the loop wrote before it ends.
 
 Each message carries the publishing broadcaster's origin token. A process ignores its own
 messages (its notify woke its readers when it wrote). For another process's message it
@@ -32,13 +35,15 @@ channel) costs a reader at most the fail-safe wait of ResumableReader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from asgiref.sync import async_to_sync
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import InMemoryChannelLayer, channel_layers, get_channel_layer
 
 from helix_django.conf import helix_settings
 from helix_django.deadlines import cancel_requested, ends_when_cancelled
@@ -53,31 +58,59 @@ GROUP = "helix.streams"
 
 REFRESH_SECONDS = 300.0
 OUTAGE_PAUSE_SECONDS = 1.0
+SEND_RETRIES = 5
+"""How many more times a loop's message is sent after a failed send, OUTAGE_PAUSE_SECONDS apart."""
 
 
 class _LoopListener:
     """One process channel on one event loop, in :data:`GROUP`: wakes the readers of the streams a message names."""
 
-    def __init__(self, broadcaster: ChannelLayerBroadcaster, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, broadcaster: ChannelLayerBroadcaster, loop: asyncio.AbstractEventLoop, layer: Any = None
+    ) -> None:
         self.broadcaster = broadcaster
         self.loop = loop
+        self.layer = broadcaster.layer if layer is None else layer
+        """The layer this listener receives on: channels_redis lets one event loop at a time receive on one
+        layer instance, so each loop's listener has an instance of its own (:meth:`ChannelLayerBroadcaster.listen`)."""
         self.channel: str | None = None
         self.ready = asyncio.Event()
         """Set once the channel is in the group (the first join confirmed)."""
         self.hearing = False
         """Whether the channel is in the group with no outage since: every other process's write reaches it."""
         self.refresh: asyncio.TimerHandle | None = None
-        self.task = loop.create_task(ends_when_cancelled(self._receive))
+        """The one pending re-add of the channel (each join replaces it)."""
+        self.task = loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        """Listen until cancelled (:meth:`ChannelLayerBroadcaster.aclose`, or the loop ending), then leave the group.
+
+        A loop that ends (``asyncio.run``, an ``async_to_sync`` call) cancels this task once and
+        runs the loop until it ends: a member left behind would stay for the layer's
+        ``group_expiry`` and take a copy of every process's messages.
+        """
+        try:
+            await ends_when_cancelled(self._receive)
+        finally:
+            if self.refresh is not None:
+                self.refresh.cancel()
+            if self.channel is not None:
+                self.hearing = False
+                try:
+                    await self.layer.group_discard(GROUP, self.channel)
+                except Exception as exc:  # noqa: BLE001 - channels_redis drops it after group_expiry
+                    logger.warning("channel layer group_discard failed: %s", type(exc).__name__)
+            if self.layer is not self.broadcaster.layer and hasattr(self.layer, "close_pools"):
+                with contextlib.suppress(Exception):  # its loop's close closes them too
+                    await self.layer.close_pools()
 
     async def _receive(self) -> None:
-        layer = self.broadcaster.layer
+        layer = self.layer
         while True:
             try:
                 if self.channel is None:
-                    # The layer's default prefix, the one Channels' consumers use: channels_redis
-                    # serves every process-local channel of one prefix from one Redis list, and
-                    # whichever receive() holds its lock blocks on that prefix's list only, so a
-                    # channel of its own prefix would wait behind any consumer's receive.
+                    # The layer's default prefix: channels_redis serves every process-local channel
+                    # of one instance and prefix from one Redis list, which receive() blocks on.
                     self.channel = await layer.new_channel()
                 if not self.hearing:
                     await self._join()
@@ -96,24 +129,23 @@ class _LoopListener:
 
     async def _join(self) -> None:
         """Add the channel to the group, then drop the tail and wake every reader (a re-read covers the gap)."""
-        await self.broadcaster.layer.group_add(GROUP, self.channel)
+        await self.layer.group_add(GROUP, self.channel)
         self.hearing = True
         self.ready.set()
         self.broadcaster.wake_all()
-        self._refresh_later()
+        self._schedule_refresh()
 
-    def _refresh_later(self) -> None:
+    def _schedule_refresh(self) -> None:
         if self.refresh is not None:
-            self.refresh.cancel()  # a rejoin after an outage starts the one timer anew
+            self.refresh.cancel()
         self.refresh = self.loop.call_later(self.broadcaster.refresh_seconds, self._refresh)
 
     def _refresh(self) -> None:
         """Re-add the channel (channels_redis drops a member older than ``group_expiry``)."""
-        self.refresh = None
         if self.task.done() or self.channel is None:
             return
-        self.broadcaster.spawn(self.loop, self.broadcaster.layer.group_add(GROUP, self.channel))
-        self._refresh_later()
+        self.broadcaster.spawn(self.loop, self.layer.group_add(GROUP, self.channel))
+        self._schedule_refresh()
 
 
 class _LoopPublisher:
@@ -133,15 +165,42 @@ class _LoopPublisher:
             self.broadcaster.spawn(self.loop, self._send())
 
     async def _send(self) -> None:
+        streams: list[str] = []
+        failures = 0
         try:
             while self.pending:
                 streams, self.pending = list(self.pending), {}
-                try:
-                    await self.broadcaster.layer.group_send(GROUP, self.broadcaster.message(streams))
-                except Exception as exc:  # noqa: BLE001 - a reader elsewhere falls back on its fail-safe wait
-                    logger.warning("channel layer group_send failed: %s", type(exc).__name__)
+                if await self._group_send(streams):
+                    failures = 0
+                elif failures < SEND_RETRIES:
+                    # A cut connection (a Redis restart, a network blip): the streams wait, with
+                    # those written meanwhile, for the next try. Past the retries a reader elsewhere
+                    # falls back on its fail-safe wait.
+                    failures += 1
+                    self.pending = {**dict.fromkeys(streams), **self.pending}
+                    streams = []
+                    await asyncio.sleep(OUTAGE_PAUSE_SECONDS)
+                streams = []
+        except asyncio.CancelledError:
+            # The loop is ending: asyncio.run and async_to_sync (sync code: management commands,
+            # task workers) cancel the tasks left when their coroutine returns, and still run the
+            # loop until those tasks end. Nothing else cancels a send: the streams the loop wrote
+            # (the batch cut short, and any gathered since) leave before the task ends.
+            rest, self.pending = [*streams, *self.pending], {}
+            if rest:
+                await self._group_send(rest)
+            raise
         finally:
             self.sending = False
+
+    async def _group_send(self, streams: list[str]) -> bool:
+        """Send one message naming ``streams``; return whether the layer took it."""
+        try:
+            await self.broadcaster.layer.group_send(GROUP, self.broadcaster.message(streams))
+        except Exception as exc:  # noqa: BLE001 - retried by _send, then the fail-safe wait
+            logger.warning("channel layer group_send failed: %s", type(exc).__name__)
+            return False
+        return True
 
 
 class ChannelLayerBroadcaster:
@@ -154,10 +213,18 @@ class ChannelLayerBroadcaster:
     """
 
     def __init__(
-        self, notifier: StreamNotifier, layer: Any, forget: Callable[[str], None], forget_all: Callable[[], None]
+        self,
+        notifier: StreamNotifier,
+        layer: Any,
+        forget: Callable[[str], None],
+        forget_all: Callable[[], None],
+        make_layer: Callable[[], Any] | None = None,
     ) -> None:
         self.notifier = notifier
         self.layer = layer
+        """The layer messages are sent on (any loop may send on one instance)."""
+        self.make_layer = make_layer
+        """Makes the layer instance of each loop's listener (None: ``layer`` itself)."""
         self.forget = forget
         self.forget_all = forget_all
         self.origin = uuid.uuid4().hex
@@ -227,7 +294,7 @@ class ChannelLayerBroadcaster:
         if listener is None or listener.task.done():
             for old in [lp for lp in self._listeners if lp.is_closed()]:
                 del self._listeners[old]
-            self._listeners[loop] = _LoopListener(self, loop)
+            self._listeners[loop] = _LoopListener(self, loop, None if self.make_layer is None else self.make_layer())
 
     def unlisten(self, stream_id: str) -> None:
         """A reader stopped waiting on ``stream_id``: nothing to do, the loop's channel stays in the group."""
@@ -240,14 +307,7 @@ class ChannelLayerBroadcaster:
         if publisher is not None and publisher.pending:
             await publisher._send()
         if listener is not None:
-            listener.task.cancel()
-            if listener.refresh is not None:
-                listener.refresh.cancel()
-            if listener.channel is not None:
-                try:
-                    await self.layer.group_discard(GROUP, listener.channel)
-                except Exception as exc:  # noqa: BLE001 - channels_redis drops it after group_expiry
-                    logger.warning("channel layer group_discard failed: %s", type(exc).__name__)
+            listener.task.cancel()  # the task takes its channel out of the group as it ends
             await asyncio.wait([listener.task, *self._tasks], timeout=2)
 
 
@@ -262,4 +322,7 @@ def attach_broadcast(manager: BaseStreamManager, forget: Callable[[str], None], 
     layer = get_channel_layer(helix_settings.CHANNEL_LAYER)
     if layer is None or isinstance(layer, InMemoryChannelLayer):
         return
-    manager.notifier.remote = ChannelLayerBroadcaster(manager.notifier, layer, forget, forget_all)
+    config = copy.deepcopy(channel_layers.configs[helix_settings.CHANNEL_LAYER].get("CONFIG", {}))
+    manager.notifier.remote = ChannelLayerBroadcaster(
+        manager.notifier, layer, forget, forget_all, make_layer=lambda: type(layer)(**config)
+    )

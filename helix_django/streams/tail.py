@@ -229,7 +229,7 @@ class TailCache:
         (a caught-up reader: answered ``[]`` with the committed info; only sound when no
         other process can write the stream unannounced: the manager forgets the entry on
         another process's notice before it wakes readers, the database manager through its
-        channel-layer broadcaster while its loop's channel is in the layer group, the Redis manager
+        channel-layer broadcaster while its loop's channel is in the broadcast group, the Redis manager
         through its pub/sub listener).
         """
         with self._lock:

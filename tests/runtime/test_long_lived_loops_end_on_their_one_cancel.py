@@ -90,6 +90,9 @@ class GroupOfOne:
     async def group_add(self, group: str, channel: str) -> None:
         return None
 
+    async def group_discard(self, group: str, channel: str) -> None:
+        return None
+
 
 class DropsFirstCancelLayer(GroupOfOne, DropsFirstCancel):
     """A channel layer whose receive drops the first cancel (channels_redis on redis-py 8, Python 3.11)."""

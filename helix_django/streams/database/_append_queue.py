@@ -162,20 +162,27 @@ class AppendQueue:
                 opened = False
                 batch, pending.queue = pending.queue, []
                 requests = [(stream_id, run_id, chunks) for stream_id, run_id, chunks, _future in batch]
+                tokens: list[int] = []  # inline commits settle in the same loop turn: nothing is heard before
                 try:
                     results = self.manager.group.run_inline(requests)
                     if results is None:
+                        tokens = self._begin(batch)
                         results = await self.manager._call("append", self.manager._append_many_sync, requests)
                 except StreamConnectionError as exc:
+                    self._end(batch, tokens)
                     if isinstance(exc.__cause__, TRANSIENT_ERRORS):  # nothing of it was stored: it retries alone
                         self._start(loop, self._retry(batch, requests))
                     else:
                         self._fail(batch, exc)
                     continue
                 except Exception as exc:  # noqa: BLE001 - each append's future gets it
+                    self._end(batch, tokens)
                     self._fail(batch, exc)
                     continue
-                self._settle(batch, results)
+                except BaseException:
+                    self._end(batch, tokens)
+                    raise
+                self._settle(batch, results, tokens or None)
         finally:
             pending.draining = False
 
@@ -186,12 +193,35 @@ class AppendQueue:
         ``DATABASE_RETRY_SECONDS`` after its first retry failed (StreamConnectionError).
         """
         await asyncio.sleep(FIRST_RETRY_DELAY_SECONDS)
+        tokens = self._begin(batch)
         try:
             results = await self.manager._call("append", self.manager._append_many_sync, requests, retry=True)
         except Exception as exc:  # noqa: BLE001 - StreamConnectionError: nothing of this batch was stored
+            self._end(batch, tokens)
             self._fail(batch, exc)
             return
-        self._settle(batch, results)
+        except BaseException:
+            self._end(batch, tokens)
+            raise
+        self._settle(batch, results, tokens)
+
+    def _begin(self, batch: list[Any]) -> list[int]:
+        """Note each append of ``batch`` as a write in flight in the tail (:meth:`TailCache.begin_write`).
+
+        A commit on the ORM's thread is replied to a loop turn or more later: another
+        process's notice of the stream (a takeover) may be heard before the reply, and its
+        forget then keeps this commit's chunks and info out of the tail.
+        """
+        tail = self.manager.tail
+        return [tail.begin_write(stream_id) for stream_id, _run_id, _chunks, _future in batch]
+
+    def _end(self, batch: list[Any], tokens: list[int]) -> None:
+        """End the writes of a batch whose commit failed (their tail entries are dropped); none begun: no-op."""
+        if not tokens:
+            return
+        tail = self.manager.tail
+        for (stream_id, _run_id, _chunks, _future), token in zip(batch, tokens, strict=True):
+            tail.end_write(stream_id, token)
 
     @staticmethod
     def _fail(batch: list[Any], exc: BaseException) -> None:
@@ -200,16 +230,25 @@ class AppendQueue:
             if not future.done():
                 future.set_exception(exc)
 
-    def _settle(self, batch: list[Any], results: list[Any]) -> None:
-        """Resolve each append's future with its sequences (or its fence error), record the tail, wake readers."""
-        for (stream_id, _run_id, _chunks, future), result in zip(batch, results, strict=True):
+    def _settle(self, batch: list[Any], results: list[Any], tokens: list[int] | None = None) -> None:
+        """Resolve each append's future with its sequences (or its fence error), record the tail, wake readers.
+
+        ``tokens``: those of :meth:`_begin` when the commit left the loop (see there).
+        """
+        tail = self.manager.tail
+        for number, ((stream_id, _run_id, _chunks, future), result) in enumerate(zip(batch, results, strict=True)):
             if isinstance(result, Exception):
-                self.manager.tail.forget(stream_id)
+                if tokens is not None:
+                    tail.end_write(stream_id, tokens[number])
+                tail.forget(stream_id)
                 if not future.done():
                     future.set_exception(result)
                 continue
             sequences, info, payloads = result
-            self.manager.tail.extend(stream_id, info, sequences[0], payloads)
+            if tokens is None:
+                tail.extend(stream_id, info, sequences[0], payloads)
+            else:
+                tail.end_write(stream_id, tokens[number], info, sequences[0], payloads)
             if not future.done():
                 future.set_result(sequences)
         for stream_id in {request[0] for request in batch}:

@@ -121,17 +121,32 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self, stream_id: str, run_id: str, epoch: int, chunks: Sequence[Chunk], *, is_opening: bool
     ) -> tuple[StreamInfo, list[int]]:
         self.tail.forget(stream_id)
-        token = await self._call(
-            "claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks), is_opening
-        )
-        return self._claimed(stream_id, token)
+        # A write in flight: another process's notice heard before the reply keeps it out of the tail.
+        write = self.tail.begin_write(stream_id)
+        try:
+            token = await self._call(
+                "claim", self._claim_and_append_sync, stream_id, run_id, epoch, list(chunks), is_opening
+            )
+        except BaseException:
+            self.tail.end_write(stream_id, write)
+            raise
+        return self._claimed(stream_id, token, write)
 
-    def _claimed(self, stream_id: str, token: Any) -> tuple[StreamInfo, list[int]]:
-        """Record the committed claim's chunks in the tail and wake readers (:meth:`DatabaseTransactions.claimed`)."""
+    def _claimed(self, stream_id: str, token: Any, write: int | None = None) -> tuple[StreamInfo, list[int]]:
+        """Record the committed claim's chunks in the tail and wake readers (:meth:`DatabaseTransactions.claimed`).
+
+        ``write``: the :meth:`TailCache.begin_write` token of a claim committed off the loop.
+        """
         claimed, sequences, info, payloads = token
-        self.tail.forget(stream_id)
-        if sequences:
-            self.tail.extend(stream_id, info, sequences[0], payloads)
+        if write is not None and sequences:
+            self.tail.end_write(stream_id, write, info, sequences[0], payloads)
+        elif write is not None:
+            self.tail.end_write(stream_id, write)  # drops the entry
+            self.tail.forget(stream_id)
+        else:
+            self.tail.forget(stream_id)
+            if sequences:
+                self.tail.extend(stream_id, info, sequences[0], payloads)
         self.notifier.notify(stream_id)
         return claimed, sequences
 
@@ -195,7 +210,7 @@ class DatabaseStreamManager(DatabaseStreamWrites, BaseStreamManager):
         self, stream_id: str, after: int, *, limit: int = 500
     ) -> tuple[list[StoredChunk], StreamInfo | None]:
         # A caught-up reader is answered from the tail while no other process can write the
-        # stream unannounced: no broadcaster, or this loop's channel is in the layer group (another
+        # stream unannounced: no broadcaster, or this loop's channel is in the broadcast group (another
         # process's write drops the entry before its message wakes our readers).
         remote = self.notifier.remote
         hit = self.tail.read(stream_id, after, limit, allow_empty=remote is None or remote.hears(stream_id))
