@@ -27,8 +27,8 @@ write of another process reach it.
 
 A listener re-adds its channel to the group every ``refresh_seconds`` (at most half the
 layer's ``group_expiry``), so its membership never expires while the process lives; a
-process that ends leaves the group in :meth:`ChannelLayerBroadcaster.aclose`, and one that
-is killed is dropped by channels_redis after ``group_expiry``. A lost message (a full
+listener leaves the group when its loop ends or :meth:`ChannelLayerBroadcaster.aclose` stops
+it, and the channel of a killed process is dropped by channels_redis after ``group_expiry``. A lost message (a full
 channel) costs a reader at most the fail-safe wait of ResumableReader.
 """
 
@@ -180,7 +180,7 @@ class _LoopPublisher:
                     self.pending = {**dict.fromkeys(streams), **self.pending}
                     streams = []
                     await asyncio.sleep(OUTAGE_PAUSE_SECONDS)
-                streams = []
+                streams = []  # sent, or given up after the retries
         except asyncio.CancelledError:
             # The loop is ending: asyncio.run and async_to_sync (sync code: management commands,
             # task workers) cancel the tasks left when their coroutine returns, and still run the
