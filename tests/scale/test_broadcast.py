@@ -17,7 +17,7 @@ from helix_django.streams.database import DatabaseStreamManager
 from tests.conftest import redis_url
 from tests.live import REPO_ROOT, database_env
 from tests.scale.settings import redis_channel_layer
-from tests.streams.helpers import chunk, collect, parked
+from tests.streams.helpers import chunk, collect, listening, parked, parked_reader
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -34,10 +34,7 @@ async def test_reader_of_another_manager_wakes_through_the_redis_layer():
         follower = DatabaseStreamManager("default", {})
         assert isinstance(follower.notifier.remote, ChannelLayerBroadcaster)
         try:
-            reader = await follower.create_resumable_reader("s1", wait_for_live=True)
-            reader.fail_safe_seconds = 3600
-            task = asyncio.ensure_future(collect(reader))
-            await parked(follower, "s1")
+            task = await parked_reader(follower, "s1")
             started = time.monotonic()
             await writer.claim_stream("s1", "run_a", epoch=1)
             await writer.append("s1", "run_a", [chunk(1), chunk(2)])
@@ -62,16 +59,6 @@ class CountedSends:
     async def group_send(self, group: str, message: dict) -> None:
         self.sent.append(message)
         await self._send(group, message)
-
-
-async def listening(manager: DatabaseStreamManager) -> None:
-    """Wait until the manager's loop channel is in the group (AssertionError after 2 s)."""
-    for _ in range(200):
-        listeners = list(manager.notifier.remote._listeners.values())
-        if listeners and all(listener.hearing for listener in listeners):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the layer listener never joined")
 
 
 async def test_the_writes_of_one_commit_leave_as_one_layer_message_and_wake_every_reader():
@@ -118,10 +105,7 @@ async def test_a_listener_stays_in_the_group_past_the_layers_group_expiry():
         follower = DatabaseStreamManager("default", {})
         try:
             assert follower.notifier.remote.refresh_seconds == 1
-            reader = await follower.create_resumable_reader("s1", wait_for_live=True)
-            reader.fail_safe_seconds = 3600
-            task = asyncio.ensure_future(collect(reader))
-            await parked(follower, "s1")
+            task = await parked_reader(follower, "s1")
             await listening(follower)
             await asyncio.sleep(3.5)  # past the group expiry of the first join
 
@@ -177,10 +161,7 @@ async def test_a_write_in_another_process_wakes_a_parked_reader():
     with override_settings(CHANNEL_LAYERS=redis_channel_layer(prefix)):
         follower = DatabaseStreamManager("default", {})
         try:
-            reader = await follower.create_resumable_reader("s1", wait_for_live=True)
-            reader.fail_safe_seconds = 3600
-            task = asyncio.ensure_future(collect(reader))
-            await parked(follower, "s1")
+            task = await parked_reader(follower, "s1")
             await listening(follower)  # the join is confirmed before the other process writes
             env = {
                 **os.environ,

@@ -20,8 +20,7 @@ from django.test import override_settings
 from helix_django.streams.database import DatabaseStreamManager
 from tests.conftest import redis_url
 from tests.scale.settings import redis_channel_layer
-from tests.scale.test_broadcast import listening
-from tests.streams.helpers import chunk, collect, parked
+from tests.streams.helpers import chunk, collect, listening, parked, parked_reader
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -140,10 +139,7 @@ async def test_a_write_made_while_the_readers_layer_is_cut_off_reaches_it_once_t
     with override_settings(CHANNEL_LAYERS=redis_channel_layer(prefix)):
         writer = DatabaseStreamManager("default", {})
     try:
-        reader = await follower.create_resumable_reader("s1", wait_for_live=True)
-        reader.fail_safe_seconds = 3600
-        task = asyncio.ensure_future(collect(reader))
-        await parked(follower, "s1")
+        task = await parked_reader(follower, "s1")
         await listening(follower)
         listener = next(iter(follower.notifier.remote._listeners.values()))
 

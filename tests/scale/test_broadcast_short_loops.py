@@ -19,8 +19,7 @@ from django.test import override_settings
 from helix_django.streams.broadcast import GROUP
 from helix_django.streams.database import DatabaseStreamManager
 from tests.scale.settings import redis_channel_layer
-from tests.scale.test_broadcast import listening
-from tests.streams.helpers import chunk, collect, parked
+from tests.streams.helpers import chunk, collect, listening, parked, parked_reader
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 
@@ -32,10 +31,7 @@ async def test_a_write_made_through_async_to_sync_wakes_a_reader_of_another_proc
         writer = DatabaseStreamManager("default", {})
         follower = DatabaseStreamManager("default", {})
         try:
-            reader = await follower.create_resumable_reader("s1", wait_for_live=True)
-            reader.fail_safe_seconds = 3600
-            task = asyncio.ensure_future(collect(reader))
-            await parked(follower, "s1")
+            task = await parked_reader(follower, "s1")
             await listening(follower)
 
             def write_like_a_command() -> None:  # each call: a loop of its own, closed when it returns

@@ -21,8 +21,7 @@ from django.test import override_settings
 
 from helix_django.streams.database import DatabaseStreamManager
 from tests.scale.settings import redis_channel_layer
-from tests.scale.test_broadcast import listening
-from tests.streams.helpers import chunk, collect, parked
+from tests.streams.helpers import chunk, collect, listening, parked
 
 pytestmark = [pytest.mark.redis, pytest.mark.django_db(transaction=True)]
 

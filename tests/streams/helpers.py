@@ -51,6 +51,28 @@ async def parked(manager, stream_id: str) -> None:
     raise AssertionError("reader never parked")
 
 
+async def parked_reader(manager, stream_id: str) -> asyncio.Future:
+    """Open a live reader of ``stream_id`` that never falls back on its fail-safe re-read, drain it in a task.
+
+    Returns the task (its result: :func:`collect`'s) once the reader parked.
+    """
+    reader = await manager.create_resumable_reader(stream_id, wait_for_live=True)
+    reader.fail_safe_seconds = 3600
+    task = asyncio.ensure_future(collect(reader))
+    await parked(manager, stream_id)
+    return task
+
+
+async def listening(manager) -> None:
+    """Wait until each loop listener of ``manager``'s channel-layer broadcaster is in its group (2 s at most)."""
+    for _ in range(200):
+        listeners = list(manager.notifier.remote._listeners.values())
+        if listeners and all(listener.hearing for listener in listeners):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the layer listener never joined")
+
+
 async def stored(manager, stream_id: str, count: int, seconds: float = 2.0) -> list:
     """Return the stored chunks once ``count`` are there (polled every 10 ms); AssertionError after ``seconds``."""
     chunks: list = []
