@@ -48,6 +48,14 @@ class HeldReply:
             manager.group.inline = None
 
 
+def take_over(other: DatabaseStreamManager, sequence: int) -> None:
+    """Another process claims "s1" for run_b, writes chunk ``sequence`` and ends it (on a thread and loop
+    of its own: web's ORM thread is held)."""
+    async_to_sync(other.claim_stream)("s1", "run_b", epoch=2)
+    async_to_sync(other.append)("s1", "run_b", [chunk(sequence, "run_b")])
+    async_to_sync(other.end_stream)("s1", "run_b")
+
+
 async def test_a_takeover_heard_before_the_old_writers_commit_reply_still_wakes_its_reader():
     with override_settings(CHANNEL_LAYERS=redis_channel_layer(f"helix-test-{uuid.uuid4().hex}")):
         web = DatabaseStreamManager("default", {})
@@ -65,12 +73,7 @@ async def test_a_takeover_heard_before_the_old_writers_commit_reply_still_wakes_
             append = asyncio.ensure_future(web.append("s1", "run_a", [chunk(2)]))
             assert await asyncio.to_thread(held.committed.wait, TIMEOUT)
 
-            def take_over() -> None:  # on a thread and loop of its own: web's ORM thread is held
-                async_to_sync(other.claim_stream)("s1", "run_b", epoch=2)
-                async_to_sync(other.append)("s1", "run_b", [chunk(3, "run_b")])
-                async_to_sync(other.end_stream)("s1", "run_b")
-
-            await asyncio.to_thread(take_over)
+            await asyncio.to_thread(take_over, other, 3)
             await asyncio.sleep(0.5)  # other's messages reached web's listener
             held.release.set()
             assert await append == [2]
@@ -111,12 +114,7 @@ async def test_a_takeover_heard_before_the_old_writers_claim_reply_keeps_its_chu
             claim = asyncio.ensure_future(web.claim_and_append("s1", "run_a", epoch=1, chunks=[chunk(1)]))
             assert await asyncio.to_thread(committed.wait, TIMEOUT)
 
-            def take_over() -> None:  # on a thread and loop of its own: web's ORM thread is held
-                async_to_sync(other.claim_stream)("s1", "run_b", epoch=2)
-                async_to_sync(other.append)("s1", "run_b", [chunk(2, "run_b")])
-                async_to_sync(other.end_stream)("s1", "run_b")
-
-            await asyncio.to_thread(take_over)
+            await asyncio.to_thread(take_over, other, 2)
             await asyncio.sleep(0.5)  # other's messages reached web's listener
             release.set()
             await claim
